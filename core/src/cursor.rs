@@ -1,0 +1,736 @@
+//! The lock-free cursor: where IDs are reserved.
+//!
+//! # Words
+//!
+//! Every cursor word is one `AtomicU64` packed as
+//!
+//! ```text
+//! | gen: 16 | rel: R | seq: Q | owned: 1 |
+//! ```
+//!
+//! `gen` is the grant generation: every switch of worker or interval (and
+//! every close or loss) seals all words and installs them with a new `gen`,
+//! so a compare-and-swap prepared against the old state fails. `rel` is the
+//! tick relative to the generation's `base` tick; its all-ones value marks a
+//! sealed word. `seq` is a sequence number (`Q = used sequence bits + 1`, so
+//! "one past the last" fits) and `R = 47 - Q`.
+//!
+//! # Shards and chunks
+//!
+//! One **global** word holds the next free chunk of the current tick. Each
+//! **shard** word (one per core, in its own cache line) holds the chunk its
+//! threads are consuming: a thread takes the next sequence number from its
+//! shard with one CAS on a line no other core writes. When the chunk is used
+//! up, or the clock moves to a new tick, the thread claims the next chunk from
+//! the global word. Chunks of one tick are handed out in increasing order, so
+//!
+//! * a lone thread gets every chunk of a tick: the layout's full capacity;
+//! * every ID is handed out once: the global word moves only forward, and a
+//!   shard issues only inside a chunk it claimed;
+//! * IDs returned to one thread strictly increase: a shard's position only
+//!   moves forward, and a thread that reserves chunks directly (a batch)
+//!   moves its shard's position past them before returning.
+//!
+//! # Safety of a generation switch
+//!
+//! The hot path loads its shard word (Acquire), then the generation's
+//! parameters (worker, base, end), and publishes its reservation with a CAS on
+//! a word of the same generation. A switch first seals every word, then
+//! stores the new parameters, then installs fresh words. A thread that saw any
+//! new parameter therefore also sees the seal, and its CAS fails; a thread
+//! whose CAS succeeded reserved inside the old generation, before the switch.
+//! No ID mixes the fields of two grants. The tag is 16 bits: a stale CAS could
+//! only succeed if 65,536 switches (each one an authority round trip) happened
+//! between one thread's load and its CAS.
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::Error;
+use crate::layout::Layout;
+use crate::sync::{AtomicU64, Ordering};
+
+const GEN_BITS: u32 = 16;
+const GEN_SHIFT: u32 = 64 - GEN_BITS;
+/// At most 2^26 sequence numbers per tick are used (67,108,864), so that the
+/// relative tick keeps at least 20 bits. Layouts with wider sequence fields
+/// keep their format; higher sequence values are never issued.
+pub const MAX_SEQUENCE_BITS_USED: u32 = 26;
+/// Largest chunk a shard claims at once.
+const MAX_CHUNK: u64 = 1 << 16;
+
+/// What a sealed generator says when a call reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Status {
+    /// A grant is installed.
+    Active = 0,
+    /// A switch is under way: retry in a moment.
+    Switching = 1,
+    /// No committed grant and the authority is uncertain.
+    Unavailable = 2,
+    /// The authority refused the worker; no new grant yet.
+    LeaseLost = 3,
+    /// Closed for good.
+    Closed = 4,
+    /// Forked: the parent's grant is not ours.
+    Forked = 5,
+}
+
+impl Status {
+    fn from_u64(v: u64) -> Status {
+        match v {
+            0 => Status::Active,
+            1 => Status::Switching,
+            2 => Status::Unavailable,
+            3 => Status::LeaseLost,
+            4 => Status::Closed,
+            _ => Status::Forked,
+        }
+    }
+}
+
+/// Constants derived from a layout and the generator's options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    seq_limit: u64,
+    chunk: u64,
+    chunks_per_tick: u64,
+    q: u32,
+    max_rel: u64,
+    shard_mask: usize,
+    drift: u64,
+    seq_shift: u32,
+    ts_shift: u32,
+}
+
+impl Shape {
+    /// Shape for `layout` with `shards` shards (rounded up to a power of two,
+    /// at most 64 and at most the sequence count) and `drift` ticks of
+    /// allowed lead over the clock.
+    pub fn new(layout: &Layout, shards: usize, drift: u64) -> Result<Shape, Error> {
+        if shards == 0 {
+            return Err(Error::invalid("shards must be at least 1"));
+        }
+        let used_bits = u32::from(layout.sequence_bits()).min(MAX_SEQUENCE_BITS_USED);
+        let seq_limit = 1u64 << used_bits;
+        let shards = shards.next_power_of_two().min(64).min(seq_limit as usize);
+        let chunk = (seq_limit / (4 * shards as u64)).clamp(1, MAX_CHUNK);
+        let q = used_bits + 1;
+        let r = GEN_SHIFT - 1 - q;
+        Ok(Shape {
+            seq_limit,
+            chunk,
+            chunks_per_tick: seq_limit / chunk,
+            q,
+            max_rel: (1u64 << r) - 1,
+            shard_mask: shards - 1,
+            drift,
+            seq_shift: u32::from(layout.sequence_bits()),
+            ts_shift: u32::from(layout.sequence_bits()) + u32::from(layout.worker_bits()),
+        })
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.shard_mask + 1
+    }
+    /// Sequence numbers per chunk.
+    pub fn chunk(&self) -> u64 {
+        self.chunk
+    }
+    /// Sequence numbers used per tick.
+    pub fn sequence_limit(&self) -> u64 {
+        self.seq_limit
+    }
+    /// Longest interval one generation can address, in ticks.
+    pub fn max_span(&self) -> u64 {
+        self.max_rel
+    }
+    /// Allowed lead of the cursor over the clock, in ticks.
+    pub fn drift(&self) -> u64 {
+        self.drift
+    }
+
+    #[inline]
+    fn pack(&self, gen_: u64, rel: u64, seq: u64, owned: bool) -> u64 {
+        (gen_ << GEN_SHIFT) | (rel << (self.q + 1)) | (seq << 1) | u64::from(owned)
+    }
+    #[inline]
+    fn gen_of(w: u64) -> u64 {
+        w >> GEN_SHIFT
+    }
+    /// Nothing reserved yet in this generation.
+    #[inline]
+    fn fresh(w: u64) -> bool {
+        w & ((1u64 << GEN_SHIFT) - 1) == 0
+    }
+    #[inline]
+    fn rel(&self, w: u64) -> u64 {
+        (w >> (self.q + 1)) & self.max_rel
+    }
+    #[inline]
+    fn seq(&self, w: u64) -> u64 {
+        (w >> 1) & ((1u64 << self.q) - 1)
+    }
+    #[inline]
+    fn sealed(&self, w: u64) -> bool {
+        self.rel(w) == self.max_rel
+    }
+    /// (rel, seq) as one comparable number.
+    #[inline]
+    fn position(&self, w: u64) -> u64 {
+        (w >> 1) & ((1u64 << (GEN_SHIFT - 1)) - 1)
+    }
+    #[inline]
+    fn chunk_end(&self, seq: u64) -> u64 {
+        (seq | (self.chunk - 1)) + 1
+    }
+
+    /// Composes an ID from fields that the cursor proved valid.
+    #[inline]
+    pub fn compose(&self, tick: u64, worker: u64, seq: u64) -> u64 {
+        (tick << self.ts_shift) | (worker << self.seq_shift) | seq
+    }
+}
+
+/// A reservation: `count` consecutive sequence numbers from `seq` at `tick`
+/// for `worker`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The tick of every ID in the span.
+    pub tick: u64,
+    /// The worker of every ID in the span.
+    pub worker: u64,
+    /// The first sequence number.
+    pub seq: u64,
+    /// How many sequence numbers.
+    pub count: u64,
+}
+
+/// The result of one attempt to reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// Reserved.
+    Span(Span),
+    /// The clock (plus drift) is before the generation's first tick.
+    NotYetValid {
+        /// The first usable tick.
+        start: u64,
+    },
+    /// The cursor is ahead of the clock by more than the drift: the clock
+    /// stepped back.
+    Behind {
+        /// The cursor's tick.
+        cursor: u64,
+    },
+    /// Every sequence number up to the clock plus drift is used: the clock
+    /// must reach `until` first.
+    Full {
+        /// The clock tick to wait for.
+        until: u64,
+    },
+    /// The next usable tick is at or past the committed end.
+    End {
+        /// The committed end.
+        end: u64,
+    },
+    /// The words are sealed.
+    Sealed(Status),
+}
+
+struct Shard {
+    word: AtomicU64,
+    claimed: AtomicU64,
+    dropped: AtomicU64,
+}
+
+struct Params {
+    worker: AtomicU64,
+    base: AtomicU64,
+    end: AtomicU64,
+}
+
+/// What sealing found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sealed {
+    /// The highest tick a chunk was claimed at (or the base, if none), or
+    /// `None` if the words were sealed already.
+    pub reached: Option<u64>,
+}
+
+/// The cursor of one generator: a global chunk word, one word per shard,
+/// and the current generation's parameters.
+pub struct Cursor {
+    shape: Shape,
+    global: CachePadded<AtomicU64>,
+    shards: Box<[CachePadded<Shard>]>,
+    params: CachePadded<Params>,
+    status: AtomicU64,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor")
+            .field("shape", &self.shape)
+            .finish()
+    }
+}
+
+impl Cursor {
+    /// A cursor with no grant: every word sealed with status `Unavailable`.
+    pub fn new(shape: Shape) -> Cursor {
+        let sealed = shape.pack(0, shape.max_rel, 0, false);
+        Cursor {
+            shape,
+            global: CachePadded::new(AtomicU64::new(sealed)),
+            shards: (0..shape.shards())
+                .map(|_| {
+                    CachePadded::new(Shard {
+                        word: AtomicU64::new(sealed),
+                        claimed: AtomicU64::new(0),
+                        dropped: AtomicU64::new(0),
+                    })
+                })
+                .collect(),
+            params: CachePadded::new(Params {
+                worker: AtomicU64::new(0),
+                base: AtomicU64::new(0),
+                end: AtomicU64::new(0),
+            }),
+            status: AtomicU64::new(Status::Unavailable as u64),
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The status a sealed cursor reports.
+    pub fn status(&self) -> Status {
+        Status::from_u64(self.status.load(Ordering::Acquire))
+    }
+
+    /// Sets the status without touching the words (to tell a sealed cursor's
+    /// callers why it is sealed).
+    pub fn set_status(&self, status: Status) {
+        self.status.store(status as u64, Ordering::SeqCst);
+    }
+
+    /// The committed end of the current generation (exclusive), as seen now.
+    pub fn end(&self) -> u64 {
+        self.params.end.load(Ordering::Acquire)
+    }
+
+    /// One attempt on the fast path: the next sequence number of the shard's
+    /// chunk, when the shard owns one at a tick within `[t, t + drift]`.
+    #[inline]
+    pub fn try_next(&self, shard: usize, t: u64) -> Option<u64> {
+        let s = &self.shards[shard & self.shape.shard_mask];
+        let w = s.word.load(Ordering::Acquire);
+        if w & 1 == 0 {
+            return None;
+        }
+        let base = self.params.base.load(Ordering::Acquire);
+        let worker = self.params.worker.load(Ordering::Acquire);
+        let tick = base + self.shape.rel(w);
+        if tick < t || tick > t.saturating_add(self.shape.drift) {
+            return None;
+        }
+        let seq = self.shape.seq(w);
+        // seq + 1, and drop the owned bit when the chunk is used up.
+        let still_owned = (seq + 1) & (self.shape.chunk - 1) != 0;
+        let next = w + 2 - u64::from(!still_owned);
+        s.word
+            .compare_exchange(w, next, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| self.shape.compose(tick, worker, seq))
+    }
+
+    /// Reserves up to `want` (>= 1) sequence numbers at one tick, reading the
+    /// clock as `t`. Never waits: the caller decides on the outcome.
+    pub fn take(&self, shard: usize, want: u64, t: u64) -> Take {
+        let shape = &self.shape;
+        let s = &self.shards[shard & shape.shard_mask];
+        let horizon = t.saturating_add(shape.drift);
+        loop {
+            let w = s.word.load(Ordering::Acquire);
+            if shape.sealed(w) {
+                return Take::Sealed(self.status());
+            }
+            let generation = Shape::gen_of(w);
+            let base = self.params.base.load(Ordering::Acquire);
+            let end = self.params.end.load(Ordering::Acquire);
+            let worker = self.params.worker.load(Ordering::Acquire);
+            let tick_w = base + shape.rel(w);
+            if tick_w > horizon && !Shape::fresh(w) {
+                return Take::Behind { cursor: tick_w };
+            }
+            if w & 1 == 1 && tick_w >= t {
+                let seq = shape.seq(w);
+                let chunk_end = shape.chunk_end(seq);
+                let k = want.min(chunk_end - seq);
+                let next = shape.pack(generation, shape.rel(w), seq + k, seq + k < chunk_end);
+                if s.word
+                    .compare_exchange(w, next, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Take::Span(Span {
+                        tick: tick_w,
+                        worker,
+                        seq,
+                        count: k,
+                    });
+                }
+                continue;
+            }
+            // Claim chunks from the global word.
+            let g = self.global.load(Ordering::Acquire);
+            if shape.sealed(g) {
+                return Take::Sealed(self.status());
+            }
+            if Shape::gen_of(g) != generation {
+                // A switch is being installed; read both words again.
+                crate::sync::spin();
+                continue;
+            }
+            let tick_g = base + shape.rel(g);
+            if tick_g > horizon {
+                return if Shape::fresh(g) {
+                    Take::NotYetValid { start: base }
+                } else {
+                    Take::Behind { cursor: tick_g }
+                };
+            }
+            let target = t.max(tick_w);
+            let (mut tick, mut chunk) = if tick_g >= target {
+                (tick_g, shape.seq(g))
+            } else {
+                (target, 0)
+            };
+            if chunk >= shape.chunks_per_tick {
+                tick += 1;
+                chunk = 0;
+            }
+            if tick > horizon {
+                return Take::Full {
+                    until: tick - shape.drift,
+                };
+            }
+            if tick >= end {
+                return Take::End { end };
+            }
+            let skip = u64::from(tick == 0 && worker == 0 && chunk == 0);
+            let chunks = (skip + want)
+                .div_ceil(shape.chunk)
+                .min(shape.chunks_per_tick - chunk);
+            let claimed = shape.pack(generation, tick - base, chunk + chunks, false);
+            if self
+                .global
+                .compare_exchange(g, claimed, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let first = chunk * shape.chunk + skip;
+            let span_end = (chunk + chunks) * shape.chunk;
+            let k = want.min(span_end - first);
+            s.claimed.fetch_add(span_end - first, Ordering::Relaxed);
+            let position = shape.pack(generation, tick - base, first + k, first + k < span_end);
+            self.advance_shard(s, w, position);
+            return Take::Span(Span {
+                tick,
+                worker,
+                seq: first,
+                count: k,
+            });
+        }
+    }
+
+    /// Moves a shard's word to `position` unless it is already there or
+    /// beyond, so the next reservation through this shard comes after the
+    /// span just claimed. Whatever the shard still owned below is dropped.
+    fn advance_shard(&self, s: &Shard, mut current: u64, position: u64) {
+        let shape = &self.shape;
+        loop {
+            match s
+                .word
+                .compare_exchange(current, position, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    self.count_drop(s, current);
+                    return;
+                }
+                Err(actual) => {
+                    if shape.sealed(actual)
+                        || Shape::gen_of(actual) != Shape::gen_of(position)
+                        || shape.position(actual) >= shape.position(position)
+                    {
+                        if position & 1 == 1 {
+                            let seq = shape.seq(position);
+                            s.dropped
+                                .fetch_add(shape.chunk_end(seq) - seq, Ordering::Relaxed);
+                        }
+                        return;
+                    }
+                    current = actual;
+                }
+            }
+        }
+    }
+
+    fn count_drop(&self, s: &Shard, word: u64) {
+        if word & 1 == 1 {
+            let seq = self.shape.seq(word);
+            s.dropped
+                .fetch_add(self.shape.chunk_end(seq) - seq, Ordering::Relaxed);
+        }
+    }
+
+    /// Records `n` reserved sequence numbers that were never handed out (a
+    /// batch that failed part way).
+    pub fn add_dropped(&self, shard: usize, n: u64) {
+        self.shards[shard & self.shape.shard_mask]
+            .dropped
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Seals every word so no reservation of the current generation can
+    /// complete, and sets the status callers will see.
+    pub fn seal(&self, status: Status) -> Sealed {
+        self.status.store(status as u64, Ordering::SeqCst);
+        let shape = &self.shape;
+        let base = self.params.base.load(Ordering::Acquire);
+        let mut reached = None;
+        let words = std::iter::once(&*self.global).chain(self.shards.iter().map(|s| &s.word));
+        for (i, word) in words.enumerate() {
+            let mut w = word.load(Ordering::Acquire);
+            while !shape.sealed(w) {
+                let sealed = shape.pack(Shape::gen_of(w), shape.max_rel, 0, false);
+                match word.compare_exchange(w, sealed, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => {
+                        if i == 0 {
+                            reached = Some(base + shape.rel(w));
+                        } else {
+                            self.count_drop(&self.shards[i - 1], w);
+                        }
+                        break;
+                    }
+                    Err(actual) => w = actual,
+                }
+            }
+        }
+        Sealed { reached }
+    }
+
+    /// Installs generation `generation` (mod 2^16) for `worker` over ticks
+    /// `[base, end)`, on a sealed cursor. `end` is capped at the span one
+    /// generation can address; the return value is the end installed.
+    pub fn install(&self, generation: u64, worker: u64, base: u64, end: u64) -> u64 {
+        let shape = &self.shape;
+        let generation = generation & ((1 << GEN_BITS) - 1);
+        let end = end.min(base.saturating_add(shape.max_rel));
+        self.params.worker.store(worker, Ordering::Release);
+        self.params.base.store(base, Ordering::Release);
+        self.params.end.store(end, Ordering::Release);
+        self.status.store(Status::Active as u64, Ordering::Release);
+        let fresh = shape.pack(generation, 0, 0, false);
+        self.global.store(fresh, Ordering::Release);
+        for s in self.shards.iter() {
+            s.word.store(fresh, Ordering::Release);
+        }
+        end
+    }
+
+    /// Moves the committed end forward (never back), capped at the span the
+    /// current generation can address. Returns the end now in force.
+    pub fn extend(&self, end: u64) -> u64 {
+        let base = self.params.base.load(Ordering::Acquire);
+        let end = end.min(base.saturating_add(self.shape.max_rel));
+        self.params.end.fetch_max(end, Ordering::AcqRel);
+        self.params.end.load(Ordering::Acquire)
+    }
+
+    /// The sequence numbers handed out so far (claimed minus dropped minus
+    /// what shards still own).
+    pub fn issued(&self) -> u64 {
+        let shape = &self.shape;
+        let mut total: u64 = 0;
+        for s in self.shards.iter() {
+            let w = s.word.load(Ordering::Acquire);
+            let unused = if w & 1 == 1 {
+                let seq = shape.seq(w);
+                shape.chunk_end(seq) - seq
+            } else {
+                0
+            };
+            total = total
+                .wrapping_add(s.claimed.load(Ordering::Relaxed))
+                .wrapping_sub(s.dropped.load(Ordering::Relaxed))
+                .wrapping_sub(unused);
+        }
+        total
+    }
+
+    /// Test-only: installs a generation without sealing first, breaking the
+    /// switch protocol. The loom models use it to show that they catch a
+    /// cursor that lets a reservation mix two grants.
+    #[doc(hidden)]
+    pub fn install_unsealed_for_tests(&self, generation: u64, worker: u64, base: u64, end: u64) {
+        let shape = &self.shape;
+        self.params.worker.store(worker, Ordering::Release);
+        self.params.base.store(base, Ordering::Release);
+        self.params.end.store(end, Ordering::Release);
+        let fresh = shape.pack(generation & 0xffff, 0, 0, false);
+        self.global.store(fresh, Ordering::Release);
+        for s in self.shards.iter() {
+            s.word.store(fresh, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(all(test, not(grantid_loom)))]
+mod tests {
+    use super::*;
+
+    fn cursor(layout: Layout, shards: usize, drift: u64) -> Cursor {
+        Cursor::new(Shape::new(&layout, shards, drift).unwrap())
+    }
+
+    fn ids(c: &Cursor, shard: usize, t: u64, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|_| match c.take(shard, 1, t) {
+                Take::Span(s) => c.shape().compose(s.tick, s.worker, s.seq),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shape_of_the_default_layout() {
+        let s = Shape::new(&Layout::default(), 2, 0).unwrap();
+        assert_eq!(s.shards(), 2);
+        assert_eq!(s.chunk(), 512);
+        assert_eq!(s.sequence_limit(), 4096);
+        assert_eq!(s.max_span(), (1 << 34) - 1);
+        let s = Shape::new(&Layout::new(1, 0, 62).unwrap(), 3, 0).unwrap();
+        assert_eq!(s.shards(), 4);
+        assert_eq!(s.sequence_limit(), 1 << 26);
+        assert_eq!(s.max_span(), (1 << 20) - 1);
+        assert!(Shape::new(&Layout::default(), 0, 0).is_err());
+    }
+
+    #[test]
+    fn a_new_cursor_is_sealed_unavailable() {
+        let c = cursor(Layout::default(), 2, 0);
+        assert_eq!(c.take(0, 1, 5), Take::Sealed(Status::Unavailable));
+        assert_eq!(c.try_next(0, 5), None);
+    }
+
+    #[test]
+    fn a_lone_thread_gets_the_full_tick() {
+        let l = Layout::new(12, 3, 4).unwrap();
+        let c = cursor(l, 2, 0);
+        c.install(1, 1, 160, 200);
+        let got = ids(&c, 1, 160, 16);
+        let want: Vec<u64> = (0..16).map(|s| l.encode(160, 1, s).unwrap()).collect();
+        assert_eq!(got, want);
+        assert_eq!(c.take(1, 1, 160), Take::Full { until: 161 });
+        assert_eq!(ids(&c, 1, 161, 1), vec![20624]);
+        assert_eq!(c.issued(), 17);
+    }
+
+    #[test]
+    fn drift_lets_the_cursor_run_ahead_and_no_further() {
+        let l = Layout::new(12, 3, 4).unwrap();
+        let c = cursor(l, 1, 2);
+        c.install(1, 1, 160, 200);
+        let got = ids(&c, 0, 160, 48);
+        assert_eq!(l.decode(*got.last().unwrap()).unwrap().timestamp, 162);
+        assert_eq!(c.take(0, 1, 160), Take::Full { until: 161 });
+        // The clock steps back: within drift the cursor goes on from 162...
+        assert!(matches!(c.take(0, 1, 161), Take::Span(s) if s.tick == 163));
+        // ...beyond drift it refuses.
+        assert_eq!(c.take(0, 1, 150), Take::Behind { cursor: 163 });
+    }
+
+    #[test]
+    fn not_yet_valid_and_end() {
+        let l = Layout::new(12, 3, 4).unwrap();
+        let c = cursor(l, 1, 0);
+        c.install(1, 2, 100, 101);
+        assert_eq!(c.take(0, 1, 99), Take::NotYetValid { start: 100 });
+        assert_eq!(ids(&c, 0, 100, 16).len(), 16);
+        assert_eq!(c.take(0, 1, 100), Take::Full { until: 101 });
+        assert_eq!(c.take(0, 1, 101), Take::End { end: 101 });
+        assert_eq!(c.extend(103), 103);
+        assert!(matches!(c.take(0, 1, 101), Take::Span(s) if s.tick == 101));
+    }
+
+    #[test]
+    fn id_zero_is_never_issued() {
+        let l = Layout::new(12, 0, 4).unwrap();
+        let c = cursor(l, 2, 0);
+        c.install(1, 0, 0, 2);
+        let got = ids(&c, 0, 0, 15);
+        assert_eq!(got, (1..16).collect::<Vec<u64>>());
+        assert!(matches!(c.take(0, 1, 0), Take::Full { .. }));
+    }
+
+    #[test]
+    fn seal_stops_everything_and_install_resumes_past_it() {
+        let l = Layout::new(12, 3, 4).unwrap();
+        let c = cursor(l, 2, 0);
+        c.install(1, 1, 160, 200);
+        ids(&c, 0, 160, 3);
+        let sealed = c.seal(Status::LeaseLost);
+        assert_eq!(sealed.reached, Some(160));
+        assert_eq!(c.take(0, 1, 160), Take::Sealed(Status::LeaseLost));
+        assert_eq!(c.try_next(0, 160), None);
+        assert_eq!(c.seal(Status::LeaseLost).reached, None, "already sealed");
+        c.install(2, 5, 161, 200);
+        let d = l.decode(ids(&c, 0, 161, 1)[0]).unwrap();
+        assert_eq!((d.worker, d.timestamp), (5, 161));
+    }
+
+    #[test]
+    fn batches_take_whole_spans_in_order() {
+        let l = Layout::new(20, 0, 12).unwrap();
+        let c = cursor(l, 2, 0);
+        c.install(1, 0, 10, 100);
+        let Take::Span(a) = c.take(0, 1000, 10) else {
+            panic!()
+        };
+        assert_eq!((a.seq, a.count), (0, 1000));
+        let b = ids(&c, 0, 10, 1)[0];
+        assert_eq!(b, l.compose(10, 0, 1000));
+        // The rest of the shard's chunk first, then whole chunks per CAS.
+        let Take::Span(d) = c.take(0, 5000, 10) else {
+            panic!()
+        };
+        assert_eq!((d.seq, d.count), (1001, 23));
+        let Take::Span(e) = c.take(0, 5000 - 23, 10) else {
+            panic!()
+        };
+        assert_eq!((e.seq, e.count), (1024, 4096 - 1024));
+        assert_eq!(c.take(0, 1, 10), Take::Full { until: 11 });
+    }
+
+    #[test]
+    fn the_fast_path_stays_inside_its_chunk() {
+        let l = Layout::new(20, 0, 12).unwrap();
+        let c = cursor(l, 1, 0);
+        c.install(1, 0, 10, 100);
+        assert_eq!(c.try_next(0, 10), None, "no chunk owned yet");
+        let first = ids(&c, 0, 10, 1)[0];
+        let mut last = first;
+        let mut fast = 0;
+        while let Some(id) = c.try_next(0, 10) {
+            assert_eq!(id, last + 1);
+            last = id;
+            fast += 1;
+        }
+        assert_eq!(fast, c.shape().chunk() - 1);
+        assert_eq!(c.try_next(0, 11), None, "clock moved: slow path");
+    }
+}

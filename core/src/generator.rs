@@ -1,0 +1,784 @@
+//! The generator: the public handle, its builder, and the `next_id` path.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, Ticks};
+use crate::cursor::{Cursor, Shape, Span, Status, Take};
+use crate::error::{Error, ErrorKind};
+use crate::grant::GrantSource;
+use crate::layout::{Decoded, Layout};
+use crate::lease::{self, LeaseView};
+use crate::stats::{Counters, Stats};
+
+/// Default `max_drift_ms`: how far the cursor may run ahead of the clock
+/// (sequence exhausted) or stay ahead of it (clock stepped back) before a
+/// call waits. 100 ms absorbs NTP slews and small steps and gives bursts 100
+/// ticks of capacity, while IDs stay within 0.1 s of the wall clock.
+pub const DEFAULT_MAX_DRIFT_MS: u64 = 100;
+/// Default deadline of one call that has to wait (capacity, clock).
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_millis(100);
+/// Default largest batch: keeps one call's allocation and wait bounded.
+pub const DEFAULT_MAX_BATCH: usize = 100_000;
+/// Default length of one grant. 1 s keeps authority load at one
+/// transaction per second per process (500 grants/s for a 500-process fleet).
+pub const DEFAULT_GRANT_DURATION_MS: u64 = 1_000;
+/// Default horizon: the generator keeps up to this much committed time
+/// ahead of its clock, renewing when less than `horizon - duration` is left.
+/// 5 s rides out authority outages of 4 s at full service; a crash wastes at
+/// most 5 s of one worker's timestamp space.
+pub const DEFAULT_HORIZON_MS: u64 = 5_000;
+/// Default start-up deadline for the first grant.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default first retry delay after an uncertain authority answer.
+pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Default longest retry delay.
+pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// What a `fork()` child does on its first call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForkPolicy {
+    /// Re-activate on first use: a fresh incarnation, a new worker and a new
+    /// grant before the child's first ID (the call waits up to the start-up
+    /// timeout).
+    #[default]
+    Reactivate,
+    /// Refuse with `Closed` in the child.
+    Close,
+}
+
+/// What `on_lease_lost` is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseLostEvent {
+    /// The worker that was lost.
+    pub worker: u32,
+    /// The authority's reason.
+    pub reason: String,
+}
+
+pub(crate) type LostCallback = Arc<dyn Fn(&LeaseLostEvent) + Send + Sync>;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub max_wait: Duration,
+    pub max_batch: usize,
+    pub grant_ticks: u64,
+    pub horizon_ticks: u64,
+    pub startup_timeout: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    pub fork_policy: ForkPolicy,
+}
+
+/// State shared by the handle, the renewal thread and the ticker.
+pub(crate) struct Shared {
+    pub layout: Layout,
+    pub namespace: String,
+    pub cursor: Cursor,
+    pub ticks: Arc<Ticks>,
+    pub config: Config,
+    pub source: Arc<dyn GrantSource>,
+    pub on_lease_lost: Option<LostCallback>,
+    pub counters: Counters,
+    pub lease: LeaseView,
+    pub closed: AtomicBool,
+    /// The fork epoch the current activation belongs to.
+    pub fork_epoch: AtomicU64,
+    reactivating: AtomicBool,
+}
+
+struct Threads {
+    fork_epoch: u64,
+    ticker: Option<JoinHandle<()>>,
+    manager: Option<JoinHandle<()>>,
+}
+
+/// Issues IDs inside committed grants. Thread-safe (`Send + Sync`); share it
+/// by reference or in an `Arc`. Dropping it closes it.
+pub struct Generator {
+    shared: Arc<Shared>,
+    threads: Mutex<Threads>,
+}
+
+impl fmt::Debug for Generator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("namespace", &self.shared.namespace)
+            .field("layout", &self.shared.layout)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Configures and starts a [`Generator`].
+pub struct GeneratorBuilder {
+    layout: Layout,
+    namespace: String,
+    source: Arc<dyn GrantSource>,
+    clock: Option<Arc<dyn Clock>>,
+    max_drift_ms: u64,
+    shards: Option<usize>,
+    max_wait: Duration,
+    max_batch: usize,
+    grant_duration_ms: u64,
+    horizon_ms: u64,
+    startup_timeout: Duration,
+    backoff: (Duration, Duration),
+    on_lease_lost: Option<LostCallback>,
+    fork_policy: ForkPolicy,
+}
+
+impl fmt::Debug for GeneratorBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GeneratorBuilder")
+            .field("layout", &self.layout)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GeneratorBuilder {
+    /// Uses `clock` instead of the system clock. It is called on every
+    /// `next_id`; keep it cheap.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+    /// How far, in ms, the cursor may lead the clock (default
+    /// [`DEFAULT_MAX_DRIFT_MS`]). 0 means never ahead: a used-up tick waits.
+    pub fn max_drift_ms(mut self, ms: u64) -> Self {
+        self.max_drift_ms = ms;
+        self
+    }
+    /// Number of cursor shards (default: the number of CPUs, rounded up to
+    /// a power of two, at most 64).
+    pub fn shards(mut self, shards: usize) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+    /// Longest a call waits for the clock before it gives up (default
+    /// [`DEFAULT_MAX_WAIT`]).
+    pub fn max_wait(mut self, wait: Duration) -> Self {
+        self.max_wait = wait;
+        self
+    }
+    /// Largest batch for `next_ids` / `fill` (default [`DEFAULT_MAX_BATCH`]).
+    pub fn max_batch(mut self, n: usize) -> Self {
+        self.max_batch = n;
+        self
+    }
+    /// Length of each requested grant in ms (default
+    /// [`DEFAULT_GRANT_DURATION_MS`]).
+    pub fn grant_duration_ms(mut self, ms: u64) -> Self {
+        self.grant_duration_ms = ms;
+        self
+    }
+    /// Committed time kept ahead of the clock, in ms (default
+    /// [`DEFAULT_HORIZON_MS`]; at least the grant duration).
+    pub fn horizon_ms(mut self, ms: u64) -> Self {
+        self.horizon_ms = ms;
+        self
+    }
+    /// Longest `start()` waits for the first grant (default
+    /// [`DEFAULT_STARTUP_TIMEOUT`]).
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+    /// First and longest delay between retries of an uncertain authority
+    /// (exponential, with jitter).
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff = (min, max);
+        self
+    }
+    /// Called on the renewal thread once per confirmed loss, after issuing
+    /// from the lost worker has stopped. A panic inside it is caught.
+    pub fn on_lease_lost(mut self, f: impl Fn(&LeaseLostEvent) + Send + Sync + 'static) -> Self {
+        self.on_lease_lost = Some(Arc::new(f));
+        self
+    }
+    /// What a `fork()` child does (default [`ForkPolicy::Reactivate`]).
+    pub fn fork_policy(mut self, policy: ForkPolicy) -> Self {
+        self.fork_policy = policy;
+        self
+    }
+
+    /// Validates the options, starts the renewal thread and blocks until the
+    /// first valid grant, or fails with `Unavailable` / `LeaseLost` (and the
+    /// authority's reason) after the start-up timeout. No ID before a proven
+    /// grant.
+    pub fn start(self) -> Result<Generator, Error> {
+        let layout = self.layout;
+        if self.namespace.is_empty() {
+            return Err(Error::invalid("namespace must not be empty"));
+        }
+        let tick = layout.tick_ms();
+        let grant_ticks = self.grant_duration_ms.div_ceil(tick);
+        let horizon_ticks = self.horizon_ms.div_ceil(tick);
+        if grant_ticks == 0 {
+            return Err(Error::invalid("grant_duration_ms must be at least 1"));
+        }
+        if horizon_ticks < grant_ticks {
+            return Err(Error::invalid(format!(
+                "horizon_ms ({}) must be at least grant_duration_ms ({})",
+                self.horizon_ms, self.grant_duration_ms
+            )));
+        }
+        if self.max_batch == 0 {
+            return Err(Error::invalid("max_batch must be at least 1"));
+        }
+        if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
+            return Err(Error::invalid("backoff needs 0 < min <= max"));
+        }
+        let shards = self
+            .shards
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let shape = Shape::new(&layout, shards, self.max_drift_ms / tick)?;
+        grantid_fork::register();
+        let shared = Arc::new(Shared {
+            layout,
+            namespace: self.namespace,
+            cursor: Cursor::new(shape),
+            ticks: Arc::new(Ticks::new(layout.epoch_ms(), tick, self.clock)),
+            config: Config {
+                max_wait: self.max_wait,
+                max_batch: self.max_batch,
+                grant_ticks,
+                horizon_ticks,
+                startup_timeout: self.startup_timeout,
+                backoff_min: self.backoff.0,
+                backoff_max: self.backoff.1,
+                fork_policy: self.fork_policy,
+            },
+            source: self.source,
+            on_lease_lost: self.on_lease_lost,
+            counters: Counters::default(),
+            lease: LeaseView::default(),
+            closed: AtomicBool::new(false),
+            fork_epoch: AtomicU64::new(grantid_fork::epoch()),
+            reactivating: AtomicBool::new(false),
+        });
+        let generator = Generator {
+            threads: Mutex::new(Threads {
+                fork_epoch: grantid_fork::epoch(),
+                ticker: None,
+                manager: None,
+            }),
+            shared,
+        };
+        generator.activate()?;
+        Ok(generator)
+    }
+}
+
+thread_local! {
+    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+/// The calling thread's shard number (round-robin on first use).
+#[inline]
+fn thread_shard() -> usize {
+    SHARD.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+        s.set(v);
+        v
+    })
+}
+
+impl Generator {
+    /// Starts configuring a generator for `namespace` in `layout`, with
+    /// `source` as its authority.
+    pub fn builder(
+        layout: Layout,
+        namespace: impl Into<String>,
+        source: impl GrantSource,
+    ) -> GeneratorBuilder {
+        GeneratorBuilder {
+            layout,
+            namespace: namespace.into(),
+            source: Arc::new(source),
+            clock: None,
+            max_drift_ms: DEFAULT_MAX_DRIFT_MS,
+            shards: None,
+            max_wait: DEFAULT_MAX_WAIT,
+            max_batch: DEFAULT_MAX_BATCH,
+            grant_duration_ms: DEFAULT_GRANT_DURATION_MS,
+            horizon_ms: DEFAULT_HORIZON_MS,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            backoff: (DEFAULT_BACKOFF_MIN, DEFAULT_BACKOFF_MAX),
+            on_lease_lost: None,
+            fork_policy: ForkPolicy::Reactivate,
+        }
+    }
+
+    /// Starts the ticker and the renewal thread for a fresh incarnation and
+    /// waits for the first grant.
+    fn activate(&self) -> Result<(), Error> {
+        let shared = &self.shared;
+        let incarnation = lease::new_incarnation();
+        shared.lease.reset(incarnation);
+        let ticker = shared.ticks.spawn();
+        let manager = lease::spawn(Arc::clone(shared), incarnation, std::thread::current())
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!("cannot start the renewal thread: {e}"),
+                )
+            })?;
+        {
+            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            threads.fork_epoch = grantid_fork::epoch();
+            threads.ticker = ticker;
+            threads.manager = Some(manager);
+        }
+        shared
+            .fork_epoch
+            .store(grantid_fork::epoch(), Ordering::SeqCst);
+        let deadline = Instant::now() + shared.config.startup_timeout;
+        loop {
+            match shared.cursor.status() {
+                Status::Active => return Ok(()),
+                Status::Closed => {
+                    return Err(Error::new(
+                        ErrorKind::Closed,
+                        "the generator was closed during start-up",
+                    ));
+                }
+                _ => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let (kind, why) = shared.lease.last_failure();
+                let kind = if kind == ErrorKind::LeaseLost {
+                    kind
+                } else {
+                    ErrorKind::Unavailable
+                };
+                let message = format!(
+                    "no valid grant within the start-up timeout of {:?}: {why}",
+                    shared.config.startup_timeout
+                );
+                self.close();
+                return Err(Error::new(kind, message));
+            }
+            std::thread::park_timeout((deadline - now).min(Duration::from_millis(5)));
+        }
+    }
+
+    /// The next ID. Lock-free: one load of the cached tick and one CAS on
+    /// this core's cursor line in the common case. Waits (up to `max_wait`)
+    /// only when the clock must move first.
+    #[inline]
+    pub fn next_id(&self) -> Result<u64, Error> {
+        let shared = &*self.shared;
+        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+            self.after_fork()?;
+        }
+        let shard = thread_shard();
+        if let Some(id) = shared.cursor.try_next(shard, shared.ticks.cached()) {
+            return Ok(id);
+        }
+        self.next_id_slow(shard)
+    }
+
+    #[cold]
+    fn next_id_slow(&self, shard: usize) -> Result<u64, Error> {
+        let span = self.reserve(shard, 1, &mut Waiter::new(self.shared.config.max_wait))?;
+        Ok(self
+            .shared
+            .cursor
+            .shape()
+            .compose(span.tick, span.worker, span.seq))
+    }
+
+    /// `n` IDs, all or none, in increasing order. `n` is at most
+    /// `max_batch` (else `InvalidArgument`).
+    pub fn next_ids(&self, n: usize) -> Result<Vec<u64>, Error> {
+        let mut out = vec![0u64; n];
+        self.fill(&mut out)?;
+        Ok(out)
+    }
+
+    /// Fills `out` with fresh IDs in increasing order, reserving whole spans
+    /// per CAS. All or error: on error `out` is left as it was.
+    pub fn fill(&self, out: &mut [u64]) -> Result<(), Error> {
+        let shared = &*self.shared;
+        if out.len() > shared.config.max_batch {
+            return Err(Error::invalid(format!(
+                "batch of {} is larger than max_batch {}",
+                out.len(),
+                shared.config.max_batch
+            )));
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+            self.after_fork()?;
+        }
+        let shard = thread_shard();
+        let mut waiter = Waiter::new(shared.config.max_wait);
+        let mut spans: Vec<Span> = Vec::new();
+        let mut got: u64 = 0;
+        let want = out.len() as u64;
+        while got < want {
+            match self.reserve(shard, want - got, &mut waiter) {
+                Ok(span) => {
+                    got += span.count;
+                    spans.push(span);
+                }
+                Err(e) => {
+                    shared.cursor.add_dropped(shard, got);
+                    return Err(e);
+                }
+            }
+        }
+        let shape = shared.cursor.shape();
+        let mut slots = out.iter_mut();
+        for span in spans {
+            let first = shape.compose(span.tick, span.worker, span.seq);
+            for (slot, i) in slots.by_ref().zip(0..span.count) {
+                *slot = first + i;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reserves up to `want` IDs at one tick, waiting as the rules allow.
+    fn reserve(&self, shard: usize, want: u64, waiter: &mut Waiter) -> Result<Span, Error> {
+        let shared = &*self.shared;
+        let drift = shared.cursor.shape().drift();
+        let mut rollback_counted = false;
+        loop {
+            let t = shared.ticks.fresh();
+            let (until, kind, message) = match shared.cursor.take(shard, want, t) {
+                Take::Span(span) => return Ok(span),
+                Take::NotYetValid { start } => (
+                    start.saturating_sub(drift),
+                    ErrorKind::NotYetValid,
+                    format!("the clock (tick {t}) is before the grant's start (tick {start})"),
+                ),
+                Take::Behind { cursor } => {
+                    if !rollback_counted {
+                        rollback_counted = true;
+                        Counters::bump(&shared.counters.clock_rollbacks);
+                    }
+                    (
+                        cursor - drift,
+                        ErrorKind::ClockRollback,
+                        format!(
+                            "the clock (tick {t}) is {} ticks behind the cursor (tick {cursor}), more than max_drift ({drift})",
+                            cursor - t
+                        ),
+                    )
+                }
+                Take::Full { until } => (
+                    until,
+                    ErrorKind::CapacityExhausted,
+                    format!(
+                        "every sequence number up to tick {} is used",
+                        until + drift - 1
+                    ),
+                ),
+                Take::End { end } => {
+                    if shared.lease.switch_pending() && waiter.pause(shared) {
+                        continue;
+                    }
+                    return Err(self.end_error(end));
+                }
+                Take::Sealed(status) => match status {
+                    Status::Switching | Status::Active => {
+                        if waiter.pause(shared) {
+                            continue;
+                        }
+                        return Err(Error::new(
+                            ErrorKind::Unavailable,
+                            "a grant switch did not finish within max_wait",
+                        ));
+                    }
+                    Status::Closed => {
+                        return Err(Error::new(ErrorKind::Closed, "the generator is closed"));
+                    }
+                    Status::Forked => {
+                        self.after_fork()?;
+                        continue;
+                    }
+                    Status::LeaseLost => {
+                        let (_, why) = shared.lease.last_failure();
+                        return Err(Error::new(
+                            ErrorKind::LeaseLost,
+                            format!("the worker was lost and no new grant is committed yet: {why}"),
+                        ));
+                    }
+                    Status::Unavailable => {
+                        let (_, why) = shared.lease.last_failure();
+                        return Err(Error::new(
+                            ErrorKind::Unavailable,
+                            format!("no committed grant and the authority is uncertain: {why}"),
+                        ));
+                    }
+                },
+            };
+            if !waiter.wait_for_tick(shared, until) {
+                return Err(Error::new(kind, message));
+            }
+        }
+    }
+
+    fn end_error(&self, end: u64) -> Error {
+        let shared = &*self.shared;
+        if end >= shared.layout.timestamp_limit() {
+            return Error::new(
+                ErrorKind::GrantExhausted,
+                format!("the timestamp field is used up (tick {end}); move to a new namespace"),
+            );
+        }
+        let (kind, why) = shared.lease.last_failure();
+        if shared.lease.renewal_uncertain() || kind != ErrorKind::GrantExhausted {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the committed grants end at tick {end} and renewal has not succeeded: {why}"
+                ),
+            )
+        } else {
+            Error::new(
+                ErrorKind::GrantExhausted,
+                format!("the committed grants end at tick {end}"),
+            )
+        }
+    }
+
+    /// Runs in a `fork()` child on its first call: re-activates (or closes)
+    /// per the fork policy. Other threads of the child wait for the one that
+    /// re-activates.
+    #[cold]
+    fn after_fork(&self) -> Result<(), Error> {
+        let shared = &*self.shared;
+        if shared.closed.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Closed, "the generator is closed"));
+        }
+        if shared.config.fork_policy == ForkPolicy::Close {
+            shared.cursor.seal(Status::Closed);
+            shared.closed.store(true, Ordering::SeqCst);
+            return Err(Error::new(
+                ErrorKind::Closed,
+                "the generator was closed in this fork() child (ForkPolicy::Close)",
+            ));
+        }
+        if shared
+            .reactivating
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            let result = if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::SeqCst) {
+                self.reactivate_in_child()
+            } else {
+                Ok(())
+            };
+            shared.reactivating.store(false, Ordering::SeqCst);
+            return result;
+        }
+        let deadline = Instant::now() + shared.config.startup_timeout;
+        while shared.reactivating.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Unavailable,
+                "re-activation after fork() did not finish",
+            ))
+        }
+    }
+
+    fn reactivate_in_child(&self) -> Result<(), Error> {
+        let shared = &*self.shared;
+        let sealed = shared.cursor.seal(Status::Forked);
+        if let Some(reached) = sealed.reached {
+            shared.lease.note_reached(reached);
+        }
+        shared.cursor.set_status(Status::Unavailable);
+        {
+            // The parent's threads do not exist here: forget their handles
+            // (joining or detaching them would act on threads of another
+            // process).
+            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            std::mem::forget(threads.ticker.take());
+            std::mem::forget(threads.manager.take());
+        }
+        Counters::bump(&shared.counters.fork_reactivations);
+        log::info!(target: "grantid", "event=fork_reactivate namespace={}", shared.namespace);
+        self.activate()
+    }
+
+    /// Decodes an ID of this generator's layout.
+    pub fn decode(&self, id: u64) -> Result<Decoded, Error> {
+        self.shared.layout.decode(id)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.shared.layout
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.shared.namespace
+    }
+
+    /// A snapshot of the counters and the lease.
+    pub fn stats(&self) -> Stats {
+        let shared = &*self.shared;
+        let c = &shared.counters;
+        let worker = shared.lease.worker();
+        let grant_end = shared.lease.committed_end();
+        let now = shared.ticks.fresh();
+        Stats {
+            ids_issued: shared.cursor.issued(),
+            waits: Counters::get(&c.waits),
+            clock_rollbacks: Counters::get(&c.clock_rollbacks),
+            clock_steps_back: shared.ticks.steps_back(),
+            grants_acquired: Counters::get(&c.grants_acquired),
+            renewals: Counters::get(&c.renewals),
+            uncertain_retries: Counters::get(&c.uncertain_retries),
+            invalid_grants: Counters::get(&c.invalid_grants),
+            lease_losses: Counters::get(&c.lease_losses),
+            worker,
+            grant_end,
+            remaining_ticks: grant_end.map_or(0, |e| e.saturating_sub(now)),
+            incarnation: shared.lease.incarnation(),
+            fork_reactivations: Counters::get(&c.fork_reactivations),
+        }
+    }
+
+    /// Stops issuing (`Closed` from then on), stops the threads, and releases
+    /// the worker (best effort). Idempotent; `Drop` calls it.
+    pub fn close(&self) {
+        let shared = &*self.shared;
+        if shared.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        shared.cursor.seal(Status::Closed);
+        shared.ticks.stop();
+        let same_process = grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst);
+        let (ticker, manager) = {
+            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            let handles = (threads.ticker.take(), threads.manager.take());
+            if threads.fork_epoch != grantid_fork::epoch() {
+                std::mem::forget(handles);
+                (None, None)
+            } else {
+                handles
+            }
+        };
+        if let Some(m) = &manager {
+            m.thread().unpark();
+        }
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+        if let Some(m) = manager {
+            // The renewal thread may be blocked inside the source; wait a
+            // little, then leave it detached (it exits when the call returns).
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while !m.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if m.is_finished() {
+                let _ = m.join();
+            }
+        }
+        if same_process && let Some(last) = shared.lease.last_grant() {
+            let source = Arc::clone(&shared.source);
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.release(&last)))
+                .is_err()
+            {
+                log::warn!(target: "grantid", "event=release_panicked worker={}", last.worker);
+            }
+        }
+        log::info!(target: "grantid", "event=closed namespace={}", shared.namespace);
+    }
+
+    /// True once `close()` ran.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Generator {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The deadline of one call and how it waits.
+struct Waiter {
+    max_wait: Duration,
+    deadline: Option<Instant>,
+    counted: bool,
+}
+
+impl Waiter {
+    fn new(max_wait: Duration) -> Waiter {
+        Waiter {
+            max_wait,
+            deadline: None,
+            counted: false,
+        }
+    }
+
+    fn deadline(&mut self, shared: &Shared) -> Instant {
+        if !self.counted {
+            self.counted = true;
+            Counters::bump(&shared.counters.waits);
+        }
+        *self
+            .deadline
+            .get_or_insert_with(|| Instant::now() + self.max_wait)
+    }
+
+    /// Waits until the clock reaches `tick`; false if the deadline passed.
+    fn wait_for_tick(&mut self, shared: &Shared, tick: u64) -> bool {
+        let deadline = self.deadline(shared);
+        loop {
+            if shared.ticks.fresh() >= tick {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline || shared.closed.load(Ordering::Relaxed) {
+                return false;
+            }
+            let nap = shared
+                .ticks
+                .time_until(tick)
+                .unwrap_or(Duration::from_micros(100))
+                .min(deadline - now);
+            if nap < Duration::from_micros(20) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(nap);
+            }
+        }
+    }
+
+    /// A short pause while a switch completes; false if the deadline passed.
+    fn pause(&mut self, shared: &Shared) -> bool {
+        let deadline = self.deadline(shared);
+        if Instant::now() >= deadline || shared.closed.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+        true
+    }
+}

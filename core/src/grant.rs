@@ -1,0 +1,316 @@
+//! Grants, grant requests, and the authority interface (DESIGN.md section 2).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::layout::Layout;
+
+/// A half-open interval of ticks `[start, end)` that an authority reserved
+/// durably for one worker of one namespace, for one generator incarnation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Grant {
+    /// The ID format's namespace (`"orders-v1"`).
+    pub namespace: String,
+    /// The worker value the IDs carry.
+    pub worker: u32,
+    /// The incarnation of the generator the grant was made for.
+    pub incarnation: u64,
+    /// The authority's identifier for the grant (a fencing epoch or a log
+    /// row id; the generator only reports it).
+    pub grant_id: u64,
+    /// First tick of the interval.
+    pub start: u64,
+    /// First tick after the interval (exclusive).
+    pub end: u64,
+}
+
+/// What a generator asks an authority for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GrantRequest {
+    /// The ID format's namespace.
+    pub namespace: String,
+    /// The asking generator's incarnation: fresh random 64 bits per
+    /// activation.
+    pub incarnation: u64,
+    /// Increases per request of one incarnation; a retry of the same request
+    /// reuses it, and the authority answers a retry with the recorded grant.
+    pub request_id: u64,
+    /// `Some(w)` to renew worker `w`; `None` for any free worker.
+    pub worker: Option<u32>,
+    /// The grant may not start before this tick (the end of the committed
+    /// grants, for a renewal).
+    pub not_before: u64,
+    /// The generator's clock, in ticks. Authorities with a clock of their
+    /// own use theirs.
+    pub now: u64,
+    /// The wanted length of the interval, in ticks.
+    pub duration: u64,
+    /// The layout of the namespace, so an authority can refuse a namespace
+    /// registered with another layout and cap `end` at the timestamp field.
+    pub layout: Layout,
+}
+
+/// An authority's answer other than a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum GrantError {
+    /// A positive refusal: the worker belongs to someone else, or no worker
+    /// is free. The generator stops issuing from that worker at once.
+    Lost(String),
+    /// Uncertain: a timeout, a dropped connection, an exception. The
+    /// generator keeps issuing inside its committed grant and retries.
+    Unavailable(String),
+}
+
+impl fmt::Display for GrantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GrantError::Lost(why) => write!(f, "lost: {why}"),
+            GrantError::Unavailable(why) => write!(f, "unavailable: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GrantError {}
+
+/// The authority, supplied by the host.
+///
+/// `acquire` runs on the generator's renewal thread (and on the thread that
+/// calls [`crate::GeneratorBuilder::start`]), never on the `next_id` path. It
+/// may block; a source that never returns stops renewal, but never lets an ID
+/// out past the committed grants. A panic inside it is caught and counted as
+/// uncertain.
+pub trait GrantSource: Send + Sync + 'static {
+    /// Reserves an interval, or says why not.
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError>;
+
+    /// Gives the worker back (best effort) when the generator closes. The
+    /// high-water mark stays; only the worker lease ends. The default does
+    /// nothing.
+    fn release(&self, _last: &Grant) {}
+}
+
+impl<S: GrantSource + ?Sized> GrantSource for Arc<S> {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        (**self).acquire(request)
+    }
+    fn release(&self, last: &Grant) {
+        (**self).release(last)
+    }
+}
+
+impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        (**self).acquire(request)
+    }
+    fn release(&self, last: &Grant) {
+        (**self).release(last)
+    }
+}
+
+/// A grant source made of a closure (no release).
+pub struct FnSource<F>(pub F);
+
+impl<F> fmt::Debug for FnSource<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FnSource")
+    }
+}
+
+impl<F> GrantSource for FnSource<F>
+where
+    F: Fn(&GrantRequest) -> Result<Grant, GrantError> + Send + Sync + 'static,
+{
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        (self.0)(request)
+    }
+}
+
+/// Wraps a closure as a [`GrantSource`].
+pub fn source_fn<F>(f: F) -> FnSource<F>
+where
+    F: Fn(&GrantRequest) -> Result<Grant, GrantError> + Send + Sync + 'static,
+{
+    FnSource(f)
+}
+
+/// Why a grant was refused by the generator's validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidGrant(pub String);
+
+impl fmt::Display for InvalidGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid grant: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidGrant {}
+
+impl Grant {
+    /// The interval's length in ticks.
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// True when the interval holds no tick.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Checks a grant against the request it answers: namespace,
+    /// incarnation, worker range (and the same worker for a renewal),
+    /// `not_before <= start < end <= 2^timestamp_bits`. A grant that fails is
+    /// never used.
+    pub fn validate(&self, request: &GrantRequest) -> Result<(), InvalidGrant> {
+        let layout = &request.layout;
+        if self.namespace != request.namespace {
+            return Err(InvalidGrant(format!(
+                "namespace is {:?}, expected {:?}",
+                self.namespace, request.namespace
+            )));
+        }
+        if self.incarnation != request.incarnation {
+            return Err(InvalidGrant(format!(
+                "incarnation is {:#x}, expected {:#x}",
+                self.incarnation, request.incarnation
+            )));
+        }
+        if u64::from(self.worker) >= layout.worker_count() {
+            return Err(InvalidGrant(format!(
+                "worker {} does not fit in {} worker bits",
+                self.worker,
+                layout.worker_bits()
+            )));
+        }
+        if let Some(w) = request.worker
+            && self.worker != w
+        {
+            return Err(InvalidGrant(format!(
+                "worker is {}, the renewal asked for worker {w}",
+                self.worker
+            )));
+        }
+        if self.start >= self.end {
+            return Err(InvalidGrant(format!(
+                "start {} is not before end {}",
+                self.start, self.end
+            )));
+        }
+        if self.end > layout.timestamp_limit() {
+            return Err(InvalidGrant(format!(
+                "end {} is past the timestamp field's limit 2^{}",
+                self.end,
+                layout.timestamp_bits()
+            )));
+        }
+        if self.start < request.not_before {
+            return Err(InvalidGrant(format!(
+                "start {} is before not_before {} (it overlaps committed time)",
+                self.start, request.not_before
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(worker: Option<u32>) -> GrantRequest {
+        GrantRequest {
+            namespace: "ns".into(),
+            incarnation: 7,
+            request_id: 1,
+            worker,
+            not_before: 100,
+            now: 100,
+            duration: 50,
+            layout: Layout::new(12, 3, 4).unwrap(),
+        }
+    }
+
+    fn grant() -> Grant {
+        Grant {
+            namespace: "ns".into(),
+            worker: 1,
+            incarnation: 7,
+            grant_id: 1,
+            start: 100,
+            end: 150,
+        }
+    }
+
+    #[test]
+    fn a_good_grant_passes() {
+        assert_eq!(grant().validate(&request(None)), Ok(()));
+        assert_eq!(grant().validate(&request(Some(1))), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases: Vec<(Grant, Option<u32>, &str)> = vec![
+            (
+                Grant {
+                    namespace: "other".into(),
+                    ..grant()
+                },
+                None,
+                "namespace",
+            ),
+            (
+                Grant {
+                    incarnation: 8,
+                    ..grant()
+                },
+                None,
+                "incarnation",
+            ),
+            (
+                Grant {
+                    worker: 8,
+                    ..grant()
+                },
+                None,
+                "worker 8 does not fit",
+            ),
+            (grant(), Some(2), "renewal asked for worker 2"),
+            (
+                Grant {
+                    start: 150,
+                    ..grant()
+                },
+                None,
+                "not before end",
+            ),
+            (
+                Grant {
+                    end: 99,
+                    start: 100,
+                    ..grant()
+                },
+                None,
+                "not before end",
+            ),
+            (
+                Grant {
+                    end: 4097,
+                    ..grant()
+                },
+                None,
+                "limit",
+            ),
+            (
+                Grant {
+                    start: 99,
+                    ..grant()
+                },
+                None,
+                "not_before",
+            ),
+        ];
+        for (g, worker, needle) in cases {
+            let err = g.validate(&request(worker)).unwrap_err();
+            assert!(err.0.contains(needle), "{err} lacks {needle}");
+        }
+    }
+}

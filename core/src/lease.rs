@@ -1,0 +1,462 @@
+//! The lease manager: one renewal thread per generator.
+//!
+//! It acquires the first grant, renews the same worker before the committed
+//! grants run out (keeping at most `horizon` ticks committed ahead of the
+//! clock), retries uncertain answers with exponential backoff and jitter, and
+//! on a confirmed loss seals the cursor at once, calls `on_lease_lost`, and
+//! acquires a new worker. Safety never waits on this thread: the cursor
+//! refuses every tick at or past the committed end by itself, so a source that
+//! hangs forever only stops renewal.
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use crate::cursor::Status;
+use crate::error::ErrorKind;
+use crate::generator::{LeaseLostEvent, Shared};
+use crate::grant::{Grant, GrantError, GrantRequest};
+use crate::stats::Counters;
+
+const NONE: u64 = u64::MAX;
+
+/// What the hot path and `stats()` may read of the lease.
+pub(crate) struct LeaseView {
+    worker: AtomicU64,
+    committed_end: AtomicU64,
+    incarnation: AtomicU64,
+    renewal_uncertain: AtomicBool,
+    switch_pending: AtomicBool,
+    reached: AtomicU64,
+    failure: Mutex<(ErrorKind, String)>,
+    last_grant: Mutex<Option<Grant>>,
+}
+
+impl Default for LeaseView {
+    fn default() -> LeaseView {
+        LeaseView {
+            worker: AtomicU64::new(NONE),
+            committed_end: AtomicU64::new(NONE),
+            incarnation: AtomicU64::new(0),
+            renewal_uncertain: AtomicBool::new(false),
+            switch_pending: AtomicBool::new(false),
+            reached: AtomicU64::new(NONE),
+            failure: Mutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
+            last_grant: Mutex::new(None),
+        }
+    }
+}
+
+impl LeaseView {
+    /// A fresh activation: no worker, no grant (the reached tick stays, so
+    /// the next activation's IDs still come after the last ones).
+    pub fn reset(&self, incarnation: u64) {
+        self.worker.store(NONE, Ordering::SeqCst);
+        self.committed_end.store(NONE, Ordering::SeqCst);
+        self.incarnation.store(incarnation, Ordering::SeqCst);
+        self.renewal_uncertain.store(false, Ordering::SeqCst);
+        self.switch_pending.store(false, Ordering::SeqCst);
+        *lock(&self.last_grant) = None;
+        self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
+    }
+    pub fn worker(&self) -> Option<u32> {
+        let w = self.worker.load(Ordering::Acquire);
+        (w != NONE).then_some(w as u32)
+    }
+    pub fn committed_end(&self) -> Option<u64> {
+        let e = self.committed_end.load(Ordering::Acquire);
+        (e != NONE).then_some(e)
+    }
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation.load(Ordering::Acquire)
+    }
+    pub fn renewal_uncertain(&self) -> bool {
+        self.renewal_uncertain.load(Ordering::Acquire)
+    }
+    pub fn switch_pending(&self) -> bool {
+        self.switch_pending.load(Ordering::Acquire)
+    }
+    pub fn note_reached(&self, tick: u64) {
+        let mut cur = self.reached.load(Ordering::Acquire);
+        while cur == NONE || cur < tick {
+            match self
+                .reached
+                .compare_exchange(cur, tick, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+    fn reached(&self) -> Option<u64> {
+        let r = self.reached.load(Ordering::Acquire);
+        (r != NONE).then_some(r)
+    }
+    fn set_failure(&self, kind: ErrorKind, why: impl Into<String>) {
+        *lock(&self.failure) = (kind, why.into());
+    }
+    /// The last authority failure, for error messages. Never blocks (a
+    /// `fork()` may have copied the lock held).
+    pub fn last_failure(&self) -> (ErrorKind, String) {
+        match self.failure.try_lock() {
+            Ok(f) => f.clone(),
+            Err(_) => (
+                ErrorKind::Unavailable,
+                "authority state is being updated".into(),
+            ),
+        }
+    }
+    pub fn last_grant(&self) -> Option<Grant> {
+        self.last_grant.try_lock().ok().and_then(|g| g.clone())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A fresh random 64-bit incarnation.
+pub(crate) fn new_incarnation() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        use std::hash::{BuildHasher, RandomState};
+        RandomState::new().hash_one((std::process::id(), std::time::SystemTime::now()))
+    })
+}
+
+/// Starts the renewal thread of a new activation.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    incarnation: u64,
+    starter: Thread,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("grantid-lease".into())
+        .spawn(move || Manager::new(shared, incarnation, starter).run())
+}
+
+struct Manager {
+    shared: Arc<Shared>,
+    incarnation: u64,
+    fork_epoch: u64,
+    next_request_id: u64,
+    /// An uncertain request, retried with the same id so the authority can
+    /// answer it with the grant it may have recorded.
+    retry: Option<GrantRequest>,
+    worker: Option<u32>,
+    /// End installed in the cursor.
+    installed_end: u64,
+    /// End of every committed grant of the worker.
+    committed_end: u64,
+    /// Committed intervals not yet installed (after a gap, or past what one
+    /// generation can address).
+    pending: VecDeque<(u64, u64)>,
+    generation: u64,
+    backoff: Duration,
+    rng: u64,
+    starter: Option<Thread>,
+}
+
+enum Outcome {
+    Granted,
+    Uncertain,
+    Lost,
+}
+
+impl Manager {
+    fn new(shared: Arc<Shared>, incarnation: u64, starter: Thread) -> Manager {
+        let backoff = shared.config.backoff_min;
+        Manager {
+            shared,
+            incarnation,
+            fork_epoch: grantid_fork::epoch(),
+            next_request_id: 1,
+            retry: None,
+            worker: None,
+            installed_end: 0,
+            committed_end: 0,
+            pending: VecDeque::new(),
+            generation: 0,
+            backoff,
+            rng: incarnation | 1,
+            starter: Some(starter),
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst) || grantid_fork::epoch() != self.fork_epoch
+    }
+
+    fn run(mut self) {
+        while !self.stopped() {
+            let now = self.shared.ticks.fresh();
+            let drift = self.shared.cursor.shape().drift();
+            let Some(worker) = self.worker else {
+                let floor = self.shared.lease.reached().map_or(0, |r| r + 1);
+                match self.call(None, floor, now) {
+                    Outcome::Granted => continue,
+                    Outcome::Uncertain | Outcome::Lost => {
+                        self.back_off();
+                        continue;
+                    }
+                }
+            };
+            // Move to the next committed interval when the installed one is
+            // about to be used up (the cursor may lead the clock by `drift`).
+            let switch_at = self.installed_end.saturating_sub(drift + 1);
+            if let Some(&(start, end)) = self.pending.front()
+                && now >= switch_at
+            {
+                self.pending.pop_front();
+                self.switch_to(worker, start, end);
+                continue;
+            }
+            let config = &self.shared.config;
+            let renew_at = self
+                .committed_end
+                .saturating_sub(config.horizon_ticks - config.grant_ticks);
+            if now >= renew_at {
+                match self.call(Some(worker), self.committed_end, now) {
+                    Outcome::Granted | Outcome::Lost => continue,
+                    Outcome::Uncertain => {
+                        self.back_off();
+                        continue;
+                    }
+                }
+            }
+            let wake = if self.pending.is_empty() {
+                renew_at
+            } else {
+                renew_at.min(switch_at)
+            };
+            self.sleep_until(wake);
+        }
+    }
+
+    fn sleep_until(&self, tick: u64) {
+        let nap = self
+            .shared
+            .ticks
+            .time_until(tick)
+            .unwrap_or(Duration::from_millis(1))
+            .clamp(Duration::from_micros(100), Duration::from_secs(1));
+        std::thread::park_timeout(nap);
+    }
+
+    fn back_off(&mut self) {
+        // Equal jitter: half the delay fixed, half random.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = self.backoff / 2;
+        let jitter = half.mul_f64((self.rng % 1024) as f64 / 1024.0);
+        std::thread::park_timeout(half + jitter);
+        self.backoff = (self.backoff * 2).min(self.shared.config.backoff_max);
+    }
+
+    fn request(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> GrantRequest {
+        if let Some(mut r) = self.retry.take()
+            && r.worker == worker
+            && r.not_before == not_before
+        {
+            r.now = now;
+            return r;
+        }
+        let request_id = self.next_request_id;
+        self.next_request_id += 1;
+        GrantRequest {
+            namespace: self.shared.namespace.clone(),
+            incarnation: self.incarnation,
+            request_id,
+            worker,
+            not_before,
+            now,
+            duration: self.shared.config.grant_ticks,
+            layout: self.shared.layout,
+        }
+    }
+
+    fn call(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> Outcome {
+        let request = self.request(worker, not_before, now);
+        let source = Arc::clone(&self.shared.source);
+        let answer = catch_unwind(AssertUnwindSafe(|| source.acquire(&request)));
+        if self.stopped() {
+            return Outcome::Uncertain;
+        }
+        match answer {
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string payload".into());
+                self.retry = Some(request);
+                self.uncertain(format!("the grant source panicked: {what}"))
+            }
+            Ok(Err(GrantError::Unavailable(why))) => {
+                self.retry = Some(request);
+                self.uncertain(why)
+            }
+            Ok(Err(GrantError::Lost(why))) => self.lost(why),
+            Ok(Ok(grant)) => match grant.validate(&request) {
+                Err(invalid) => {
+                    Counters::bump(&self.shared.counters.invalid_grants);
+                    log::error!(target: "grantid", "event=grant_invalid namespace={} reason={}", self.shared.namespace, invalid.0);
+                    self.uncertain(invalid.to_string())
+                }
+                Ok(()) => {
+                    self.accept(grant);
+                    Outcome::Granted
+                }
+            },
+        }
+    }
+
+    fn uncertain(&mut self, why: String) -> Outcome {
+        let shared = &self.shared;
+        Counters::bump(&shared.counters.uncertain_retries);
+        log::warn!(target: "grantid", "event=grant_uncertain namespace={} reason={why}", shared.namespace);
+        shared
+            .lease
+            .renewal_uncertain
+            .store(true, Ordering::Release);
+        shared.lease.set_failure(ErrorKind::Unavailable, why);
+        Outcome::Uncertain
+    }
+
+    fn lost(&mut self, why: String) -> Outcome {
+        let shared = Arc::clone(&self.shared);
+        shared.lease.set_failure(ErrorKind::LeaseLost, why.clone());
+        let Some(worker) = self.worker.take() else {
+            // No worker yet (none free): nothing to stop.
+            log::warn!(target: "grantid", "event=grant_refused namespace={} reason={why}", shared.namespace);
+            return Outcome::Lost;
+        };
+        let sealed = shared.cursor.seal(Status::LeaseLost);
+        if let Some(r) = sealed.reached {
+            shared.lease.note_reached(r);
+        }
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.cursor.seal(Status::Closed);
+        }
+        self.pending.clear();
+        self.retry = None;
+        shared.lease.worker.store(NONE, Ordering::Release);
+        shared.lease.committed_end.store(NONE, Ordering::Release);
+        *lock(&shared.lease.last_grant) = None;
+        Counters::bump(&shared.counters.lease_losses);
+        log::error!(target: "grantid", "event=lease_lost namespace={} worker={worker} reason={why}", shared.namespace);
+        if let Some(callback) = &shared.on_lease_lost {
+            let event = LeaseLostEvent {
+                worker,
+                reason: why,
+            };
+            if catch_unwind(AssertUnwindSafe(|| callback(&event))).is_err() {
+                log::error!(target: "grantid", "event=on_lease_lost_panicked worker={worker}");
+            }
+        }
+        Outcome::Lost
+    }
+
+    fn accept(&mut self, grant: Grant) {
+        let shared = Arc::clone(&self.shared);
+        self.retry = None;
+        self.backoff = shared.config.backoff_min;
+        shared
+            .lease
+            .renewal_uncertain
+            .store(false, Ordering::Release);
+        shared
+            .lease
+            .set_failure(ErrorKind::GrantExhausted, "no renewal was needed yet");
+        Counters::bump(&shared.counters.grants_acquired);
+        log::debug!(target: "grantid", "event=grant namespace={} worker={} start={} end={} grant_id={}", grant.namespace, grant.worker, grant.start, grant.end, grant.grant_id);
+        match self.worker {
+            None => {
+                self.worker = Some(grant.worker);
+                self.committed_end = grant.end;
+                self.switch_to(grant.worker, grant.start, grant.end);
+            }
+            Some(worker) => {
+                Counters::bump(&shared.counters.renewals);
+                let contiguous = grant.start == self.committed_end;
+                if contiguous && self.pending.is_empty() && self.installed_end == self.committed_end
+                {
+                    self.installed_end = shared.cursor.extend(grant.end);
+                    if self.installed_end < grant.end {
+                        // Past what one generation addresses: re-base later.
+                        self.pending.push_back((self.installed_end, grant.end));
+                    }
+                } else if contiguous && let Some(last) = self.pending.back_mut() {
+                    last.1 = grant.end;
+                } else {
+                    self.pending.push_back((grant.start, grant.end));
+                }
+                self.committed_end = grant.end;
+                let _ = worker;
+            }
+        }
+        shared
+            .lease
+            .switch_pending
+            .store(!self.pending.is_empty(), Ordering::Release);
+        shared
+            .lease
+            .committed_end
+            .store(self.committed_end, Ordering::Release);
+        *lock(&shared.lease.last_grant) = Some(grant);
+        if let Some(starter) = self.starter.take() {
+            starter.unpark();
+        }
+    }
+
+    /// Seals the cursor and installs `[start, end)` for `worker` as a new
+    /// generation, starting after every tick already reached so IDs keep
+    /// increasing per thread.
+    fn switch_to(&mut self, worker: u32, start: u64, end: u64) {
+        let shared = Arc::clone(&self.shared);
+        let sealed = shared.cursor.seal(Status::Switching);
+        if let Some(r) = sealed.reached {
+            shared.lease.note_reached(r);
+        }
+        let floor = shared.lease.reached().map_or(start, |r| start.max(r + 1));
+        shared
+            .lease
+            .switch_pending
+            .store(!self.pending.is_empty(), Ordering::Release);
+        if floor >= end {
+            shared.cursor.set_status(Status::Unavailable);
+            shared.lease.set_failure(
+                ErrorKind::Unavailable,
+                format!(
+                    "grant [{start}, {end}) lies before ticks already issued (up to {})",
+                    floor - 1
+                ),
+            );
+            // Nothing installed: the next grant goes through a switch too.
+            self.installed_end = 0;
+            return;
+        }
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.cursor.seal(Status::Closed);
+            return;
+        }
+        self.generation += 1;
+        self.installed_end = shared
+            .cursor
+            .install(self.generation, u64::from(worker), floor, end);
+        if self.installed_end < end {
+            self.pending.push_front((self.installed_end, end));
+            shared.lease.switch_pending.store(true, Ordering::Release);
+        }
+        shared
+            .lease
+            .worker
+            .store(u64::from(worker), Ordering::Release);
+        if shared.closed.load(Ordering::SeqCst) {
+            shared.cursor.seal(Status::Closed);
+        }
+    }
+}

@@ -1,0 +1,2 @@
+# Unit, integration, doc and conformance tests of every Rust crate.
+cargo test --workspace --locked

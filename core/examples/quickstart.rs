@@ -4,8 +4,8 @@
 use grantid::{Generator, Layout, MemoryAuthority};
 
 fn main() -> Result<(), grantid::Error> {
-    let generator = Generator::builder(Layout::default(), "example-v1", MemoryAuthority::new())
-        .start()?;
+    let generator =
+        Generator::builder(Layout::default(), "example-v1", MemoryAuthority::new()).start()?;
     for _ in 0..5 {
         let id = generator.next_id()?;
         let d = generator.decode(id)?;
@@ -15,7 +15,12 @@ fn main() -> Result<(), grantid::Error> {
         );
     }
     let batch = generator.next_ids(1_000)?;
-    println!("batch of {}: {} ..= {}", batch.len(), batch[0], batch[batch.len() - 1]);
+    println!(
+        "batch of {}: {} ..= {}",
+        batch.len(),
+        batch[0],
+        batch[batch.len() - 1]
+    );
     println!("{:?}", generator.stats());
     generator.close();
     Ok(())

@@ -345,15 +345,14 @@ impl Generator {
             .store(grantid_fork::epoch(), Ordering::SeqCst);
         let deadline = Instant::now() + shared.config.startup_timeout;
         loop {
-            match shared.cursor.status() {
-                Status::Active => return Ok(()),
-                Status::Closed => {
-                    return Err(Error::new(
-                        ErrorKind::Closed,
-                        "the generator was closed during start-up",
-                    ));
-                }
-                _ => {}
+            if shared.lease.installed() {
+                return Ok(());
+            }
+            if shared.closed.load(Ordering::SeqCst) {
+                return Err(Error::new(
+                    ErrorKind::Closed,
+                    "the generator was closed during start-up",
+                ));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -446,7 +445,7 @@ impl Generator {
         let mut slots = out.iter_mut();
         for span in spans {
             let first = shape.compose(span.tick, span.worker, span.seq);
-            for (slot, i) in slots.by_ref().zip(0..span.count) {
+            for (i, slot) in (0..span.count).zip(slots.by_ref()) {
                 *slot = first + i;
             }
         }

@@ -30,6 +30,7 @@ pub(crate) struct LeaseView {
     incarnation: AtomicU64,
     renewal_uncertain: AtomicBool,
     switch_pending: AtomicBool,
+    installed: AtomicBool,
     reached: AtomicU64,
     failure: Mutex<(ErrorKind, String)>,
     last_grant: Mutex<Option<Grant>>,
@@ -43,6 +44,7 @@ impl Default for LeaseView {
             incarnation: AtomicU64::new(0),
             renewal_uncertain: AtomicBool::new(false),
             switch_pending: AtomicBool::new(false),
+            installed: AtomicBool::new(false),
             reached: AtomicU64::new(NONE),
             failure: Mutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
             last_grant: Mutex::new(None),
@@ -59,6 +61,7 @@ impl LeaseView {
         self.incarnation.store(incarnation, Ordering::SeqCst);
         self.renewal_uncertain.store(false, Ordering::SeqCst);
         self.switch_pending.store(false, Ordering::SeqCst);
+        self.installed.store(false, Ordering::SeqCst);
         *lock(&self.last_grant) = None;
         self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
     }
@@ -75,6 +78,10 @@ impl LeaseView {
     }
     pub fn renewal_uncertain(&self) -> bool {
         self.renewal_uncertain.load(Ordering::Acquire)
+    }
+    /// True once this activation installed a grant.
+    pub fn installed(&self) -> bool {
+        self.installed.load(Ordering::Acquire)
     }
     pub fn switch_pending(&self) -> bool {
         self.switch_pending.load(Ordering::Acquire)
@@ -214,10 +221,13 @@ impl Manager {
                 continue;
             }
             let config = &self.shared.config;
-            let renew_at = self
-                .committed_end
-                .saturating_sub(config.horizon_ticks - config.grant_ticks);
-            if now >= renew_at {
+            // Renew when the committed time left falls to `horizon - duration`
+            // (at least half a grant, so a horizon equal to the duration
+            // still renews before the end).
+            let threshold = (config.horizon_ticks - config.grant_ticks).max(config.grant_ticks / 2);
+            let renew_at = self.committed_end.saturating_sub(threshold);
+            let more_possible = self.committed_end < self.shared.layout.timestamp_limit();
+            if now >= renew_at && more_possible {
                 match self.call(Some(worker), self.committed_end, now) {
                     Outcome::Granted | Outcome::Lost => continue,
                     Outcome::Uncertain => {
@@ -227,7 +237,7 @@ impl Manager {
                 }
             }
             let wake = if self.pending.is_empty() {
-                renew_at
+                if more_possible { renew_at } else { u64::MAX }
             } else {
                 renew_at.min(switch_at)
             };
@@ -455,6 +465,7 @@ impl Manager {
             .lease
             .worker
             .store(u64::from(worker), Ordering::Release);
+        shared.lease.installed.store(true, Ordering::Release);
         if shared.closed.load(Ordering::SeqCst) {
             shared.cursor.seal(Status::Closed);
         }

@@ -79,6 +79,10 @@ fn id_strings() {
     }
     for v in doc["parse_invalid"].as_array().unwrap() {
         let text = v.as_str().unwrap();
-        assert_eq!(parse_id(text).unwrap_err().kind(), ErrorKind::InvalidArgument, "{text:?}");
+        assert_eq!(
+            parse_id(text).unwrap_err().kind(),
+            ErrorKind::InvalidArgument,
+            "{text:?}"
+        );
     }
 }

@@ -1,0 +1,399 @@
+//! The `next_id` rules (DESIGN.md section 3) through the public API.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Breakage, Mode, Scripted, at, check_ids, check_increasing};
+use grantid::{ErrorKind, Generator, Layout, ManualClock, MemoryAuthority};
+
+fn small() -> Layout {
+    Layout::new(20, 3, 4).unwrap()
+}
+
+/// A generator on a manual clock at tick `t`, with 1,000-tick grants.
+fn manual(layout: Layout, t: u64, drift: u64, source: Scripted) -> (Generator, Arc<ManualClock>) {
+    let clock = ManualClock::new(at(t));
+    let g = Generator::builder(layout, "test", source)
+        .clock(clock.clone())
+        .max_drift_ms(drift)
+        .max_wait(Duration::from_millis(30))
+        .grant_duration_ms(1_000)
+        .horizon_ms(1_000)
+        .shards(2)
+        .start()
+        .unwrap();
+    (g, clock)
+}
+
+fn all_ok(g: &Generator, n: usize) -> Vec<u64> {
+    (0..n).map(|_| g.next_id().unwrap()).collect()
+}
+
+#[test]
+fn the_worked_vectors_come_out_of_a_generator() {
+    let layout = Layout::new(12, 3, 4).unwrap();
+    let source = Scripted::new();
+    // A first generator takes worker 0, so the second gets worker 1, as in
+    // the worked example.
+    let (_first, _) = manual(layout, 160, 0, source.clone());
+    let (g, clock) = manual(layout, 160, 0, source.clone());
+    assert_eq!(g.next_id().unwrap(), 20496);
+    assert_eq!(g.next_id().unwrap(), 20497);
+    assert_eq!(g.next_id().unwrap(), 20498);
+    clock.set(at(161));
+    assert_eq!(g.next_id().unwrap(), 20624);
+}
+
+#[test]
+fn two_threads_at_a_tick_boundary() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 1_000, 0, source.clone());
+    let g = Arc::new(g);
+    let mut all = Vec::new();
+    for round in 0..50u64 {
+        clock.set(at(1_000 + round));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let g = Arc::clone(&g);
+                thread::spawn(move || {
+                    let mut mine = Vec::new();
+                    // 16 per tick in all: together the threads exhaust the tick.
+                    for _ in 0..10 {
+                        match g.next_id() {
+                            Ok(id) => mine.push(id),
+                            Err(e) => assert_eq!(e.kind(), ErrorKind::CapacityExhausted),
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for h in handles {
+            let mine = h.join().unwrap();
+            check_increasing(&mine);
+            all.extend(mine);
+        }
+    }
+    assert_eq!(
+        all.len(),
+        50 * 16,
+        "every sequence number of every tick used"
+    );
+    check_ids(
+        &small(),
+        &all,
+        &source.grants(),
+        Some(g.stats().incarnation),
+    );
+}
+
+#[test]
+fn sequence_exhaustion_waits_then_fails() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 500, 0, source.clone());
+    let mut ids = all_ok(&g, 16);
+    let t0 = Instant::now();
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::CapacityExhausted, "{err}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(30),
+        "waited up to max_wait"
+    );
+    assert!(g.stats().waits >= 1);
+    // A waiting call succeeds as soon as the clock moves.
+    let mover = {
+        let clock = clock.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(5));
+            clock.advance(1);
+        })
+    };
+    ids.push(g.next_id().unwrap());
+    mover.join().unwrap();
+    assert_eq!(small().decode(*ids.last().unwrap()).unwrap().timestamp, 501);
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}
+
+#[test]
+fn drift_lets_a_burst_run_ahead_of_the_clock() {
+    let source = Scripted::new();
+    let (g, _clock) = manual(small(), 500, 3, source.clone());
+    let ids = all_ok(&g, 64);
+    let last = small().decode(ids[63]).unwrap();
+    assert_eq!(last.timestamp, 503, "4 ticks of 16");
+    assert_eq!(
+        g.next_id().unwrap_err().kind(),
+        ErrorKind::CapacityExhausted
+    );
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}
+
+#[test]
+fn clock_step_back_within_drift_continues_from_the_cursor() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 500, 10, source.clone());
+    let mut ids = all_ok(&g, 5);
+    clock.set(at(495));
+    ids.extend(all_ok(&g, 5));
+    clock.set(at(500));
+    ids.extend(all_ok(&g, 5));
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+    assert_eq!(g.stats().clock_rollbacks, 0);
+}
+
+#[test]
+fn clock_step_back_beyond_drift_waits_then_fails_then_recovers() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 500, 10, source.clone());
+    let mut ids = all_ok(&g, 5);
+    clock.set(at(400));
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ClockRollback, "{err}");
+    assert!(err.message().contains("behind the cursor"), "{err}");
+    assert!(g.stats().clock_rollbacks >= 1);
+    // Back within drift of the cursor: issuing resumes, above every earlier ID.
+    clock.set(at(491));
+    ids.extend(all_ok(&g, 5));
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}
+
+#[test]
+fn clock_jump_forward_moves_the_cursor() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 500, 0, source.clone());
+    let mut ids = all_ok(&g, 3);
+    clock.set(at(900));
+    ids.extend(all_ok(&g, 3));
+    assert_eq!(small().decode(ids[3]).unwrap().timestamp, 900);
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}
+
+#[test]
+fn grant_end_of_the_timestamp_field_is_grant_exhausted() {
+    let layout = Layout::new(12, 3, 4).unwrap();
+    let source = Scripted::new();
+    let (g, clock) = manual(layout, 4_090, 0, source.clone());
+    let mut ids = all_ok(&g, 3);
+    clock.set(at(4_095));
+    ids.extend(all_ok(&g, 16));
+    clock.set(at(4_096));
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::GrantExhausted, "{err}");
+    check_ids(&layout, &ids, &source.grants(), None);
+}
+
+#[test]
+fn a_clock_far_past_the_committed_end_is_refused_until_renewed() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 500, 0, source.clone());
+    let mut ids = all_ok(&g, 3);
+    let end = g.stats().grant_end.unwrap();
+    source.set(Mode::Unavailable);
+    clock.set(at(end + 10));
+    // Never an ID past the committed end.
+    let err = g.next_id().unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Unavailable | ErrorKind::GrantExhausted
+        ),
+        "{err}"
+    );
+    source.set(Mode::Normal);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let id = loop {
+        match g.next_id() {
+            Ok(id) => break id,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no recovery: {e}");
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+    };
+    ids.push(id);
+    assert!(small().decode(id).unwrap().timestamp >= end + 10);
+    check_ids(&small(), &ids, &source.grants(), None);
+}
+
+#[test]
+fn a_grant_in_the_future_is_not_yet_valid() {
+    // The authority's clock runs 200 ms ahead of the generator's.
+    let clock = ManualClock::new(at(1_000));
+    let authority_clock = ManualClock::new(at(1_200));
+    let source = Scripted::over(MemoryAuthority::new().with_clock(authority_clock));
+    let g = Generator::builder(small(), "test", source.clone())
+        .clock(clock.clone())
+        .max_drift_ms(10)
+        .max_wait(Duration::from_millis(20))
+        .start()
+        .unwrap();
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotYetValid, "{err}");
+    clock.set(at(1_190));
+    let id = g.next_id().unwrap();
+    assert_eq!(
+        small().decode(id).unwrap().timestamp,
+        1_200,
+        "within drift of the start"
+    );
+    check_ids(&small(), &[id], &source.grants(), None);
+}
+
+#[test]
+fn invalid_grants_of_each_kind_are_refused() {
+    for b in [
+        Breakage::Namespace,
+        Breakage::Incarnation,
+        Breakage::WorkerRange,
+        Breakage::Empty,
+        Breakage::PastTimestampField,
+    ] {
+        let source = Scripted::new();
+        source.set(Mode::Invalid(b));
+        let err = Generator::builder(small(), "test", source.clone())
+            .clock(ManualClock::new(at(100)))
+            .startup_timeout(Duration::from_millis(100))
+            .backoff(Duration::from_millis(5), Duration::from_millis(10))
+            .start()
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{b:?}: {err}");
+        assert!(err.message().contains("invalid grant"), "{b:?}: {err}");
+        assert!(source.calls() >= 2, "{b:?}: retried");
+    }
+}
+
+#[test]
+fn invalid_renewals_are_refused_and_never_used() {
+    for b in [Breakage::BeforeNotBefore, Breakage::OtherWorker] {
+        let source = Scripted::new();
+        let (g, clock) = manual(small(), 100, 0, source.clone());
+        let mut ids = all_ok(&g, 3);
+        source.set(Mode::Invalid(b));
+        let end = g.stats().grant_end.unwrap();
+        // Near the end of the committed grant: renewals are refused.
+        clock.set(at(end - 1));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while g.stats().invalid_grants == 0 {
+            assert!(Instant::now() < deadline, "{b:?}: no renewal attempted");
+            thread::sleep(Duration::from_millis(2));
+        }
+        ids.extend(all_ok(&g, 2));
+        clock.set(at(end));
+        assert_eq!(
+            g.next_id().unwrap_err().kind(),
+            ErrorKind::Unavailable,
+            "{b:?}"
+        );
+        check_ids(
+            &small(),
+            &ids,
+            &source.grants(),
+            Some(g.stats().incarnation),
+        );
+    }
+}
+
+#[test]
+fn id_zero_is_never_issued_at_the_epoch() {
+    let layout = Layout::new(20, 0, 4).unwrap();
+    let source = Scripted::new();
+    let (g, _clock) = manual(layout, 0, 0, source.clone());
+    let ids = all_ok(&g, 15);
+    assert_eq!(ids, (1..16).collect::<Vec<u64>>());
+    assert_eq!(
+        g.next_id().unwrap_err().kind(),
+        ErrorKind::CapacityExhausted
+    );
+}
+
+#[test]
+fn batches_cross_ticks_and_are_all_or_nothing() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 700, 3, source.clone());
+    let batch = g.next_ids(40).unwrap();
+    assert_eq!(batch.len(), 40);
+    check_increasing(&batch);
+    let ticks: Vec<u64> = batch
+        .iter()
+        .map(|&id| small().decode(id).unwrap().timestamp)
+        .collect();
+    assert_eq!((ticks[0], ticks[39]), (700, 702));
+    // 24 numbers are left up to the drift: a batch of 25 fails and writes nothing.
+    let mut buf = [7u64; 25];
+    let err = g.fill(&mut buf).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::CapacityExhausted);
+    assert_eq!(buf, [7u64; 25]);
+    // What the failed batch reserved is burned, never handed out; once the
+    // clock moves, the next batch comes after it.
+    assert_eq!(
+        g.next_id().unwrap_err().kind(),
+        ErrorKind::CapacityExhausted
+    );
+    clock.advance(1);
+    let rest = g.next_ids(16).unwrap();
+    assert_eq!(small().decode(rest[0]).unwrap().timestamp, 704);
+    let mut all = batch;
+    all.extend(rest);
+    check_ids(&small(), &all, &source.grants(), None);
+    assert_eq!(g.next_ids(0).unwrap(), Vec::<u64>::new());
+}
+
+#[test]
+fn a_batch_larger_than_max_batch_is_invalid() {
+    let g = Generator::builder(Layout::default(), "test", MemoryAuthority::new())
+        .max_batch(10)
+        .start()
+        .unwrap();
+    let err = g.next_ids(11).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("max_batch"));
+    assert_eq!(g.next_ids(10).unwrap().len(), 10);
+}
+
+#[test]
+fn bad_options_are_invalid_arguments() {
+    let cases = [
+        Generator::builder(Layout::default(), "", MemoryAuthority::new()).start(),
+        Generator::builder(Layout::default(), "t", MemoryAuthority::new())
+            .shards(0)
+            .start(),
+        Generator::builder(Layout::default(), "t", MemoryAuthority::new())
+            .max_batch(0)
+            .start(),
+        Generator::builder(Layout::default(), "t", MemoryAuthority::new())
+            .grant_duration_ms(2_000)
+            .horizon_ms(1_000)
+            .start(),
+        Generator::builder(Layout::default(), "t", MemoryAuthority::new())
+            .backoff(Duration::ZERO, Duration::from_secs(1))
+            .start(),
+    ];
+    for r in cases {
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+}
+
+#[test]
+fn decode_and_stats() {
+    let source = Scripted::new();
+    let (g, _clock) = manual(small(), 42, 0, source.clone());
+    let id = g.next_id().unwrap();
+    let d = g.decode(id).unwrap();
+    assert_eq!(d.timestamp, 42);
+    assert_eq!(d.unix_ms, at(42));
+    assert_eq!(g.decode(0).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    let s = g.stats();
+    assert_eq!(s.ids_issued, 1);
+    assert_eq!(s.worker, Some(d.worker as u32));
+    assert_eq!(s.grant_end, Some(1_042));
+    assert_eq!(s.remaining_ticks, 1_000);
+    assert_eq!(s.grants_acquired, 1);
+}

@@ -1,0 +1,93 @@
+"""grantid: unique, roughly time-sorted, positive 63-bit IDs.
+
+IDs are issued inside this process, without a network round trip per ID,
+inside *grants*: intervals of ticks that an authority reserved durably for
+one worker value, never twice.
+
+    import grantid
+
+    with grantid.Generator("file:/var/lib/myapp/grantid.json", namespace="orders-v1") as gen:
+        order_id = gen.next_id()
+
+* Thread-safe: share one generator between threads; ``next_id`` releases
+  the GIL.
+* ``fork()``-safe: a child (multiprocessing, gunicorn pre-fork) gets a fresh
+  incarnation, a new worker and a new grant before its first ID.
+* Errors are subclasses of ``GrantIdError`` with a stable ``code``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Callable, List
+
+from . import _grantid
+from ._grantid import (
+    DEFAULT_EPOCH_MS,
+    Closed,
+    CapacityExhausted,
+    ClockRollback,
+    Decoded,
+    Generator,
+    Grant,
+    GrantExhausted,
+    GrantIdError,
+    GrantRequest,
+    InvalidArgument,
+    LeaseLost,
+    LeaseLostEvent,
+    Layout,
+    ManualClock,
+    MemoryAuthority,
+    NotYetValid,
+    Unavailable,
+    decode,
+    parse_id,
+)
+
+__all__ = [
+    "DEFAULT_EPOCH_MS",
+    "CapacityExhausted",
+    "ClockRollback",
+    "Closed",
+    "Decoded",
+    "Generator",
+    "Grant",
+    "GrantExhausted",
+    "GrantIdError",
+    "GrantRequest",
+    "InvalidArgument",
+    "Layout",
+    "LeaseLost",
+    "LeaseLostEvent",
+    "ManualClock",
+    "MemoryAuthority",
+    "NotYetValid",
+    "Unavailable",
+    "decode",
+    "parse_id",
+]
+
+__version__: str = _grantid.__version__
+
+# Functions run in a fork() child before anything else: the helpers in
+# grantid.authorities drop connections inherited from the parent here.
+_after_fork_in_child: List[Callable[[], None]] = []
+
+
+def _run_after_fork_in_child() -> None:
+    # The generators themselves need nothing here: the core sees the fork
+    # (pthread_atfork) and, on a generator's first call in the child, makes
+    # a fresh incarnation and acquires a new worker and grant through the
+    # same grant source, which runs in the child's own renewal thread.
+    for hook in list(_after_fork_in_child):
+        hook()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_run_after_fork_in_child)
+
+# Close open generators (releasing their workers) while the interpreter can
+# still run their Python grant sources.
+atexit.register(_grantid._shutdown)

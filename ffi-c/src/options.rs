@@ -1,0 +1,153 @@
+//! `grantid_generator_options`: the builder options as one C struct.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::time::Duration;
+
+use grantid::{ForkPolicy, GeneratorBuilder, Layout};
+
+use crate::callback::{
+    grantid_free_fn, grantid_grant_fn, grantid_lease_lost_fn, grantid_release_fn,
+};
+use crate::guard::{Failure, guard, invalid, out_arg};
+use crate::layout::grantid_layout;
+use crate::status::grantid_status;
+
+/// `fork_policy`: a `fork()` child re-activates on its first call (fresh
+/// incarnation, new worker, new grant; the call waits up to the start-up
+/// timeout). The default.
+pub const GRANTID_FORK_REACTIVATE: u32 = 0;
+/// `fork_policy`: a `fork()` child refuses with `GRANTID_CLOSED`.
+pub const GRANTID_FORK_CLOSE: u32 = 1;
+
+/// Options of `grantid_generator_new`. Fill it with
+/// `grantid_generator_options_default`, then set `namespace_`, `grant`
+/// (and `user_data`, ...) and change what you need.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct grantid_generator_options {
+    /// The ID format's name (`"orders-v1"`), NUL-terminated UTF-8, not empty.
+    /// Copied by `grantid_generator_new`. Spelled `namespace_` so the header
+    /// also compiles as C++.
+    pub namespace_: *const c_char,
+    /// The ID layout (default: 41 / 10 / 12, 1 ms, epoch 2026-01-01).
+    pub layout: grantid_layout,
+    /// How far the cursor may lead the clock, in ms (default 100).
+    pub max_drift_ms: u64,
+    /// Longest one call waits for the clock, in ms (default 100).
+    pub max_wait_ms: u64,
+    /// Largest `grantid_next_ids` batch (default 100000).
+    pub max_batch: usize,
+    /// Cursor shards; 0 means the number of CPUs (the default).
+    pub shards: usize,
+    /// Length of each requested grant, in ms (default 1000).
+    pub grant_duration_ms: u64,
+    /// Committed time kept ahead of the clock, in ms (default 5000; at least
+    /// `grant_duration_ms`).
+    pub horizon_ms: u64,
+    /// Longest `grantid_generator_new` waits for the first grant, in ms
+    /// (default 10000).
+    pub startup_timeout_ms: u64,
+    /// First retry delay after an uncertain answer, in ms (default 50).
+    pub backoff_min_ms: u64,
+    /// Longest retry delay, in ms (default 2000).
+    pub backoff_max_ms: u64,
+    /// `GRANTID_FORK_REACTIVATE` (default) or `GRANTID_FORK_CLOSE`.
+    pub fork_policy: u32,
+    /// The authority (required for `grantid_generator_new`).
+    pub grant: grantid_grant_fn,
+    /// Optional: gives the worker back when the generator closes.
+    pub release: grantid_release_fn,
+    /// Optional: told when the authority refused the worker.
+    pub on_lease_lost: grantid_lease_lost_fn,
+    /// Passed to every callback.
+    pub user_data: *mut c_void,
+    /// Optional: frees `user_data`, exactly once.
+    pub free_user_data: grantid_free_fn,
+}
+
+fn ms(value: u64) -> Duration {
+    Duration::from_millis(value)
+}
+
+/// Writes the default options to `*out`: default layout and timings, no
+/// namespace, no callbacks, `user_data` NULL.
+///
+/// # Safety
+///
+/// `out` is NULL or points to writable memory for one
+/// `grantid_generator_options`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_generator_options_default(
+    out: *mut grantid_generator_options,
+) -> grantid_status {
+    guard(|| {
+        let out = out_arg(out, "out")?;
+        let options = grantid_generator_options {
+            namespace_: std::ptr::null(),
+            layout: Layout::default().into(),
+            max_drift_ms: grantid::DEFAULT_MAX_DRIFT_MS,
+            max_wait_ms: grantid::DEFAULT_MAX_WAIT.as_millis() as u64,
+            max_batch: grantid::DEFAULT_MAX_BATCH,
+            shards: 0,
+            grant_duration_ms: grantid::DEFAULT_GRANT_DURATION_MS,
+            horizon_ms: grantid::DEFAULT_HORIZON_MS,
+            startup_timeout_ms: grantid::DEFAULT_STARTUP_TIMEOUT.as_millis() as u64,
+            backoff_min_ms: grantid::DEFAULT_BACKOFF_MIN.as_millis() as u64,
+            backoff_max_ms: grantid::DEFAULT_BACKOFF_MAX.as_millis() as u64,
+            fork_policy: GRANTID_FORK_REACTIVATE,
+            grant: None,
+            release: None,
+            on_lease_lost: None,
+            user_data: std::ptr::null_mut(),
+            free_user_data: None,
+        };
+        // SAFETY: `out` is non-NULL and writable per the caller's contract.
+        unsafe { out.write(options) };
+        Ok(())
+    })
+}
+
+impl grantid_generator_options {
+    /// The namespace as a string.
+    ///
+    /// # Safety
+    ///
+    /// `self.namespace` is NULL or a NUL-terminated string.
+    pub(crate) unsafe fn namespace(&self) -> Result<String, Failure> {
+        if self.namespace_.is_null() {
+            return Err(Failure::Null("options.namespace_"));
+        }
+        // SAFETY: non-NULL and NUL-terminated per the caller's contract.
+        let ns = unsafe { CStr::from_ptr(self.namespace_) };
+        ns.to_str()
+            .map(str::to_owned)
+            .map_err(|_| invalid(format!("options.namespace_ {ns:?} is not UTF-8")))
+    }
+
+    /// Applies every option except the callbacks to `builder`.
+    pub(crate) fn apply(&self, builder: GeneratorBuilder) -> Result<GeneratorBuilder, Failure> {
+        let fork_policy = match self.fork_policy {
+            GRANTID_FORK_REACTIVATE => ForkPolicy::Reactivate,
+            GRANTID_FORK_CLOSE => ForkPolicy::Close,
+            other => {
+                return Err(invalid(format!(
+                    "options.fork_policy is {other}, not GRANTID_FORK_REACTIVATE (0) or GRANTID_FORK_CLOSE (1)"
+                )));
+            }
+        };
+        let mut builder = builder
+            .max_drift_ms(self.max_drift_ms)
+            .max_wait(ms(self.max_wait_ms))
+            .max_batch(self.max_batch)
+            .grant_duration_ms(self.grant_duration_ms)
+            .horizon_ms(self.horizon_ms)
+            .startup_timeout(ms(self.startup_timeout_ms))
+            .backoff(ms(self.backoff_min_ms), ms(self.backoff_max_ms))
+            .fork_policy(fork_policy);
+        if self.shards != 0 {
+            builder = builder.shards(self.shards);
+        }
+        Ok(builder)
+    }
+}

@@ -1,7 +1,9 @@
 /* The test authority: see authority.h. */
+#define _DEFAULT_SOURCE
 #include "authority.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -83,7 +85,7 @@ static int allocate(test_authority *a, const grantid_grant_request *req, grantid
     rec->holder = req->incarnation;
     rec->lease_expiry = end + 1000;
     rec->fencing++;
-    out->namespace = req->namespace;
+    out->namespace_ = req->namespace_;
     out->worker = w;
     out->incarnation = req->incarnation;
     out->grant_id = rec->fencing;
@@ -125,7 +127,7 @@ int test_authority_grant(void *user_data, const grantid_grant_request *req, gran
         }
         switch (a->mode) {
         case AUTH_BAD_NAMESPACE:
-            out->namespace = "someone-else-v1";
+            out->namespace_ = "someone-else-v1";
             break;
         case AUTH_BAD_INCARNATION:
             out->incarnation ^= 1;
@@ -137,7 +139,7 @@ int test_authority_grant(void *user_data, const grantid_grant_request *req, gran
             out->end = out->start;
             break;
         case AUTH_NULL_NAMESPACE:
-            out->namespace = NULL;
+            out->namespace_ = NULL;
             break;
         default:
             break;
@@ -175,7 +177,7 @@ void test_authority_lease_lost(void *user_data, uint32_t worker, const char *rea
 
 void test_options(grantid_generator_options *o, test_authority *a) {
     grantid_generator_options_default(o);
-    o->namespace = "test-v1";
+    o->namespace_ = "test-v1";
     o->startup_timeout_ms = 2000;
     o->grant = test_authority_grant;
     o->release = test_authority_release;

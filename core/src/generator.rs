@@ -238,6 +238,20 @@ impl GeneratorBuilder {
             .shards
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         let shape = Shape::new(&layout, shards, self.max_drift_ms / tick)?;
+        let clock_tick = layout.tick_at(match &self.clock {
+            Some(c) => c.now_ms(),
+            None => crate::clock::SystemClock.now_ms(),
+        });
+        if clock_tick >= layout.timestamp_limit() {
+            return Err(Error::new(
+                ErrorKind::GrantExhausted,
+                format!(
+                    "the layout's timestamp field ended at Unix ms {} (2^{} ticks after the epoch); use a new namespace with a later epoch or more timestamp bits",
+                    layout.unix_ms_of(layout.timestamp_limit()),
+                    layout.timestamp_bits()
+                ),
+            ));
+        }
         grantid_fork::register();
         let shared = Arc::new(Shared {
             layout,

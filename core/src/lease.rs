@@ -31,6 +31,7 @@ pub(crate) struct LeaseView {
     renewal_uncertain: AtomicBool,
     switch_pending: AtomicBool,
     installed: AtomicBool,
+    in_flight: AtomicBool,
     reached: AtomicU64,
     failure: Mutex<(ErrorKind, String)>,
     last_grant: Mutex<Option<Grant>>,
@@ -45,6 +46,7 @@ impl Default for LeaseView {
             renewal_uncertain: AtomicBool::new(false),
             switch_pending: AtomicBool::new(false),
             installed: AtomicBool::new(false),
+            in_flight: AtomicBool::new(false),
             reached: AtomicU64::new(NONE),
             failure: Mutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
             last_grant: Mutex::new(None),
@@ -76,8 +78,9 @@ impl LeaseView {
     pub fn incarnation(&self) -> u64 {
         self.incarnation.load(Ordering::Acquire)
     }
+    /// True while a renewal failed last or is still waiting for its answer.
     pub fn renewal_uncertain(&self) -> bool {
-        self.renewal_uncertain.load(Ordering::Acquire)
+        self.renewal_uncertain.load(Ordering::Acquire) || self.in_flight.load(Ordering::Acquire)
     }
     /// True once this activation installed a grant.
     pub fn installed(&self) -> bool {
@@ -291,7 +294,9 @@ impl Manager {
     fn call(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> Outcome {
         let request = self.request(worker, not_before, now);
         let source = Arc::clone(&self.shared.source);
+        self.shared.lease.in_flight.store(true, Ordering::Release);
         let answer = catch_unwind(AssertUnwindSafe(|| source.acquire(&request)));
+        self.shared.lease.in_flight.store(false, Ordering::Release);
         if self.stopped() {
             return Outcome::Uncertain;
         }

@@ -155,17 +155,26 @@ impl Allocator {
     }
 }
 
-/// Free (never used) workers first, then expired ones, longest-expired
-/// first, so a crash-looping process does not walk through the worker space.
+/// Picks a worker nobody holds (or whose lease expired): first one that can
+/// start now (high-water not in the future), free before expired, the
+/// longest-expired first, so a crash-looping process reuses the same few
+/// workers instead of walking through the worker space; then the one whose
+/// high-water is nearest.
 fn pick_worker(workers: &[WorkerRecord], now: u64) -> Option<usize> {
-    if let Some(i) = workers.iter().position(|w| !w.used) {
-        return Some(i);
-    }
     workers
         .iter()
         .enumerate()
         .filter(|(_, w)| w.holder.is_none() || w.lease_expiry <= now)
-        .min_by_key(|(_, w)| (w.holder.is_some(), w.lease_expiry))
+        .min_by_key(|(i, w)| {
+            let waits = w.high_water > now;
+            (
+                waits,
+                waits.then_some(w.high_water),
+                w.holder.is_some(),
+                w.lease_expiry,
+                *i,
+            )
+        })
         .map(|(i, _)| i)
 }
 

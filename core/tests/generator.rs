@@ -359,6 +359,16 @@ fn a_batch_larger_than_max_batch_is_invalid() {
 }
 
 #[test]
+fn a_layout_whose_time_has_ended_is_refused_at_start() {
+    // 2^30 ms after 2026-01-01 is in mid-January 2026.
+    let err = Generator::builder(Layout::new(30, 4, 8).unwrap(), "t", MemoryAuthority::new())
+        .start()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::GrantExhausted);
+    assert!(err.message().contains("timestamp field ended"), "{err}");
+}
+
+#[test]
 fn bad_options_are_invalid_arguments() {
     let cases = [
         Generator::builder(Layout::default(), "", MemoryAuthority::new()).start(),

@@ -1,0 +1,340 @@
+//! A JavaScript function as the generator's grant source.
+//!
+//! The core calls `acquire` on its renewal thread. That thread hands the
+//! request to the JS thread through a `ThreadsafeFunction` and waits for the
+//! answer with a timeout: the function may return a grant, a Promise of one,
+//! throw, or reject. A thrown / rejected value whose `code` is `'LEASE_LOST'`
+//! is a confirmed loss; anything else, a timeout included, is "unavailable".
+//! A blocked event loop therefore stalls renewal, and the core keeps every ID
+//! inside the committed grants meanwhile.
+
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+
+use grantid::{Grant, GrantError, GrantRequest, GrantSource};
+use napi::bindgen_prelude::{
+    BigInt, CallbackContext, Either, JsObjectValue, Null, Object, PromiseRaw, Unknown,
+};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, JsValue, Status, ValueType};
+use napi_derive::napi;
+
+use crate::convert::{LayoutInfo, MAX_SAFE};
+
+/// What the grant source is asked for (ticks are numbers, the 64-bit
+/// incarnation a bigint).
+#[napi(object, object_from_js = false, js_name = "GrantRequest")]
+pub struct JsGrantRequest {
+    pub namespace: String,
+    /// Fresh random 64 bits per activation; echo it in the grant (as a
+    /// bigint or a decimal string).
+    pub incarnation: BigInt,
+    /// Increases per request; a retry of an uncertain request reuses it.
+    pub request_id: f64,
+    /// The worker to renew, or `null` for any free worker.
+    #[napi(ts_type = "number | null")]
+    pub worker: Either<u32, Null>,
+    /// The grant may not start before this tick.
+    pub not_before: f64,
+    /// The generator's clock, in ticks.
+    pub now: f64,
+    /// The wanted length of the interval, in ticks.
+    pub duration: f64,
+    pub layout: LayoutInfo,
+}
+
+/// What `onLeaseLost` is told.
+#[napi(object, object_from_js = false)]
+pub struct LeaseLost {
+    pub worker: u32,
+    pub reason: String,
+}
+
+/// The grant source function, held weakly: it never keeps the process
+/// alive by itself.
+pub type SourceFn =
+    ThreadsafeFunction<JsGrantRequest, Unknown<'static>, JsGrantRequest, Status, false, true>;
+/// The `onLeaseLost` callback, held weakly.
+pub type LostFn = ThreadsafeFunction<LeaseLost, Unknown<'static>, LeaseLost, Status, false, true>;
+
+type Answer = Result<Grant, GrantError>;
+
+/// A JS function as a [`GrantSource`].
+pub struct JsSource {
+    function: SourceFn,
+    timeout: Duration,
+}
+
+impl JsSource {
+    pub fn new(function: SourceFn, timeout: Duration) -> JsSource {
+        JsSource { function, timeout }
+    }
+}
+
+fn to_js(request: &GrantRequest) -> JsGrantRequest {
+    JsGrantRequest {
+        namespace: request.namespace.clone(),
+        incarnation: BigInt::from(request.incarnation),
+        request_id: request.request_id as f64,
+        worker: match request.worker {
+            Some(w) => Either::A(w),
+            None => Either::B(Null),
+        },
+        // Exact: the generator refuses layouts with more than 53 timestamp
+        // bits, so every tick is a safe integer.
+        not_before: request.not_before as f64,
+        now: request.now as f64,
+        duration: request.duration as f64,
+        layout: LayoutInfo::from(&request.layout),
+    }
+}
+
+impl GrantSource for JsSource {
+    fn acquire(&self, request: &GrantRequest) -> Answer {
+        let (tx, rx) = mpsc::sync_channel::<Answer>(1);
+        let status = self.function.call_with_return_value(
+            to_js(request),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |returned, env| {
+                settle(returned, &env, tx);
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(GrantError::Unavailable(format!(
+                "cannot call the grant source on the JS thread ({status})"
+            )));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(answer) => answer,
+            Err(RecvTimeoutError::Timeout) => Err(GrantError::Unavailable(format!(
+                "the grant source did not answer within {} ms (is the event loop blocked?)",
+                self.timeout.as_millis()
+            ))),
+            Err(RecvTimeoutError::Disconnected) => Err(GrantError::Unavailable(
+                "the grant source's promise was dropped without settling".into(),
+            )),
+        }
+    }
+}
+
+/// Runs on the JS thread with what the source returned (or threw).
+fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, tx: SyncSender<Answer>) {
+    let value = match returned {
+        Ok(value) => value,
+        Err(thrown) => {
+            let value = napi::bindgen_prelude::JsError::from(thrown).into_unknown(*env);
+            let _ = tx.try_send(Err(refusal(&value)));
+            return;
+        }
+    };
+    if value.is_promise().unwrap_or(false) {
+        // SAFETY: `value` is a live JS value of this env, checked to be a
+        // Promise just above.
+        let promise: PromiseRaw<'static, Unknown<'static>> =
+            match unsafe { value.cast::<PromiseRaw<'static, Unknown<'static>>>() } {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = tx.try_send(Err(GrantError::Unavailable(e.reason)));
+                    return;
+                }
+            };
+        let on_reject = tx.clone();
+        let chained = promise
+            .then(move |ctx: CallbackContext<Unknown<'static>>| {
+                let _ = tx.try_send(parse_grant(&ctx.value));
+                Ok(())
+            })
+            .and_then(|p| {
+                p.catch(move |ctx: CallbackContext<Unknown<'static>>| {
+                    let _ = on_reject.try_send(Err(refusal(&ctx.value)));
+                    Ok(())
+                })
+            });
+        // If attaching the handlers failed, nothing will answer: the renewal
+        // thread times out and retries.
+        drop(chained);
+        return;
+    }
+    let _ = tx.try_send(parse_grant(&value));
+}
+
+/// Classifies a thrown or rejected value: `code === 'LEASE_LOST'` is a
+/// confirmed loss, anything else uncertain.
+fn refusal(value: &Unknown<'_>) -> GrantError {
+    let (code, message) = match as_object(value) {
+        Some(object) => (
+            string_property(&object, "code"),
+            string_property(&object, "message"),
+        ),
+        None => (None, plain_string(value)),
+    };
+    let why = message.unwrap_or_else(|| "the grant source failed without a message".into());
+    if code.as_deref() == Some("LEASE_LOST") {
+        GrantError::Lost(why)
+    } else {
+        GrantError::Unavailable(format!("the grant source failed: {why}"))
+    }
+}
+
+fn as_object<'a>(value: &Unknown<'a>) -> Option<Object<'a>> {
+    match value.get_type() {
+        // SAFETY: the value's type was checked to be an object or a function.
+        Ok(ValueType::Object | ValueType::Function) => unsafe { value.cast::<Object>() }.ok(),
+        _ => None,
+    }
+}
+
+fn plain_string(value: &Unknown<'_>) -> Option<String> {
+    match value.get_type() {
+        // SAFETY: the value's type was checked to be a string.
+        Ok(ValueType::String) => unsafe { value.cast::<String>() }.ok(),
+        _ => None,
+    }
+}
+
+fn string_property(object: &Object<'_>, name: &str) -> Option<String> {
+    let value: Unknown = object.get_named_property(name).ok()?;
+    plain_string(&value)
+}
+
+fn invalid(field: &str, why: &str) -> GrantError {
+    GrantError::Unavailable(format!("invalid grant: field `{field}` {why}"))
+}
+
+/// Reads a grant object. A missing or mistyped field is an invalid grant,
+/// reported with the field's name and treated as unavailable.
+fn parse_grant(value: &Unknown<'_>) -> Answer {
+    let Some(object) = as_object(value) else {
+        return Err(GrantError::Unavailable(format!(
+            "invalid grant: expected an object, got {}",
+            type_name(value)
+        )));
+    };
+    let field = |name: &str| -> Result<Unknown<'_>, GrantError> {
+        let v: Unknown = object
+            .get_named_property(name)
+            .map_err(|e| invalid(name, &format!("cannot be read: {}", e.reason)))?;
+        match v.get_type() {
+            Ok(ValueType::Undefined) => Err(invalid(name, "is missing")),
+            _ => Ok(v),
+        }
+    };
+    let namespace = plain_string(&field("namespace")?)
+        .ok_or_else(|| invalid("namespace", "must be a string"))?;
+    let worker = integer(&field("worker")?, "worker", u64::from(u32::MAX), false)? as u32;
+    let incarnation = big_integer(&field("incarnation")?, "incarnation")?;
+    let grant_id = integer(&field("grantId")?, "grantId", u64::MAX, true)?;
+    let start = integer(&field("start")?, "start", u64::MAX, true)?;
+    let end = integer(&field("end")?, "end", u64::MAX, true)?;
+    Ok(Grant {
+        namespace,
+        worker,
+        incarnation,
+        grant_id,
+        start,
+        end,
+    })
+}
+
+fn type_name(value: &Unknown<'_>) -> &'static str {
+    match value.get_type() {
+        Ok(ValueType::Undefined) => "undefined",
+        Ok(ValueType::Null) => "null",
+        Ok(ValueType::Boolean) => "a boolean",
+        Ok(ValueType::Number) => "a number",
+        Ok(ValueType::String) => "a string",
+        Ok(ValueType::Symbol) => "a symbol",
+        Ok(ValueType::Object) => "an object",
+        Ok(ValueType::Function) => "a function",
+        Ok(ValueType::BigInt) => "a bigint",
+        _ => "an unknown value",
+    }
+}
+
+/// A non-negative integer given as a safe-integer number, a bigint, or (when
+/// `text` allows) a decimal string.
+fn integer(value: &Unknown<'_>, name: &str, max: u64, text: bool) -> Result<u64, GrantError> {
+    let parsed = match value.get_type() {
+        Ok(ValueType::Number) => {
+            // SAFETY: the value's type was checked to be a number.
+            let n = unsafe { value.cast::<f64>() }.map_err(|e| invalid(name, &e.reason))?;
+            if !n.is_finite() || n.fract() != 0.0 || n < 0.0 || n > MAX_SAFE as f64 {
+                return Err(invalid(
+                    name,
+                    &format!("must be a non-negative safe integer, got {n}"),
+                ));
+            }
+            n as u64
+        }
+        Ok(ValueType::BigInt) => big_integer(value, name)?,
+        Ok(ValueType::String) if text => big_integer(value, name)?,
+        _ => {
+            return Err(invalid(
+                name,
+                &format!("must be an integer, got {}", type_name(value)),
+            ));
+        }
+    };
+    if parsed > max {
+        return Err(invalid(
+            name,
+            &format!("is {parsed}, at most {max} allowed"),
+        ));
+    }
+    Ok(parsed)
+}
+
+/// A 64-bit value given as a bigint or a decimal string.
+fn big_integer(value: &Unknown<'_>, name: &str) -> Result<u64, GrantError> {
+    match value.get_type() {
+        Ok(ValueType::BigInt) => {
+            // SAFETY: the value's type was checked to be a bigint.
+            let big = unsafe { value.cast::<BigInt>() }.map_err(|e| invalid(name, &e.reason))?;
+            let (negative, v, lossless) = big.get_u64();
+            if (negative && v != 0) || !lossless {
+                return Err(invalid(name, "must fit in an unsigned 64-bit integer"));
+            }
+            Ok(v)
+        }
+        Ok(ValueType::String) => {
+            let text = plain_string(value).unwrap_or_default();
+            if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(invalid(
+                    name,
+                    &format!("must be a decimal string, got {text:?}"),
+                ));
+            }
+            text.parse::<u64>()
+                .map_err(|_| invalid(name, "must fit in an unsigned 64-bit integer"))
+        }
+        _ => Err(invalid(
+            name,
+            &format!(
+                "must be a bigint or a decimal string, got {}",
+                type_name(value)
+            ),
+        )),
+    }
+}
+
+/// The shape of a grant, for the TypeScript declarations. Answers are read
+/// field by field by `parse_grant`, which names a missing or mistyped field.
+#[napi(object, object_to_js = false, js_name = "Grant")]
+#[allow(dead_code)]
+pub struct GrantShape {
+    pub namespace: String,
+    pub worker: u32,
+    /// The request's incarnation, echoed.
+    #[napi(ts_type = "bigint | string")]
+    pub incarnation: String,
+    /// The authority's identifier for the grant (a fencing epoch).
+    #[napi(ts_type = "number | bigint | string")]
+    pub grant_id: String,
+    /// First tick of the interval.
+    #[napi(ts_type = "number | bigint")]
+    pub start: f64,
+    /// First tick after the interval (exclusive).
+    #[napi(ts_type = "number | bigint")]
+    pub end: f64,
+}

@@ -25,6 +25,8 @@ from typing import Callable, List
 from . import _grantid
 from ._grantid import (
     DEFAULT_EPOCH_MS,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_MAX_DRIFT_MS,
     Closed,
     CapacityExhausted,
     ClockRollback,
@@ -48,6 +50,8 @@ from ._grantid import (
 
 __all__ = [
     "DEFAULT_EPOCH_MS",
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_DRIFT_MS",
     "CapacityExhausted",
     "ClockRollback",
     "Closed",

@@ -1,0 +1,161 @@
+-- grantid Redis authority, script version 1: the allocation rule of
+-- DESIGN.md section 2, the same as grantid.acquire in sql/v1.sql. A script
+-- runs atomically: no other command runs between its reads and writes.
+-- Works on Redis 7.0 (no per-field hash TTL is used).
+--
+-- KEYS[1] = "grantid:{<namespace>}": the prefix of every key of the
+-- namespace (one hash slot, thanks to the braces):
+--   <p>:layout      hash  timestamp_bits worker_bits sequence_bits epoch_ms tick_ms next_unused
+--   <p>:w:<worker>  hash  holder lease_expiry high_water fencing   (one per worker ever used)
+--   <p>:held        zset  worker -> lease_expiry, workers with a holder
+--   <p>:free        zset  worker -> release tick, released workers
+--   <p>:inc:<inc>   hash  the last answer to incarnation <inc> (request_id worker
+--                         grant_id start end), expiring with its lease
+--   <p>:log         stream every grant: worker incarnation request_id grant_id
+--                         start end now_ms
+-- Incarnations and request ids travel as decimal strings (they are 64-bit);
+-- ticks as numbers, exact below 2^53 (the adapter refuses wider layouts).
+--
+-- ARGV[1] = "acquire":
+--   2 incarnation, 3 request_id, 4 worker ("" = any), 5 not_before,
+--   6 duration, 7 timestamp_bits, 8 worker_bits, 9 sequence_bits,
+--   10 epoch_ms, 11 tick_ms, 12 lease_grace (ticks), 13 now_ms ("" = TIME),
+--   14 log_max (0 = keep every entry)
+--   returns {"granted", worker, grant_id, start, end} or {"lost", message}
+-- ARGV[1] = "release": 2 incarnation, 3 worker, 4 now_ms ("" = TIME)
+--   returns 1 if the lease was held by the incarnation and is now ended
+
+local p = KEYS[1]
+local function fmt(x) return string.format('%.0f', x) end
+
+local function now_ms(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function ticks(ms, epoch, tick)
+  local d = ms - epoch
+  if d < 0 then d = 0 end
+  return math.floor(d / tick)
+end
+
+if ARGV[1] == 'release' then
+  local inc, w = ARGV[2], ARGV[3]
+  local lay = redis.call('HMGET', p .. ':layout', 'epoch_ms', 'tick_ms')
+  if not lay[1] then return 0 end
+  local wk = p .. ':w:' .. w
+  if redis.call('HGET', wk, 'holder') ~= inc then return 0 end
+  local now = ticks(now_ms(ARGV[4]), tonumber(lay[1]), tonumber(lay[2]))
+  local exp = tonumber(redis.call('HGET', wk, 'lease_expiry'))
+  if now < exp then exp = now end
+  redis.call('HDEL', wk, 'holder')
+  redis.call('HSET', wk, 'lease_expiry', fmt(exp))
+  redis.call('ZREM', p .. ':held', w)
+  redis.call('ZADD', p .. ':free', exp, w)
+  return 1
+end
+
+if ARGV[1] ~= 'acquire' then
+  return redis.error_reply('grantid: unknown operation ' .. tostring(ARGV[1]))
+end
+
+local inc, req, want = ARGV[2], ARGV[3], ARGV[4]
+local not_before, duration = tonumber(ARGV[5]), tonumber(ARGV[6])
+local tb, wb, sb = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local epoch, tick = tonumber(ARGV[10]), tonumber(ARGV[11])
+local grace, log_max = tonumber(ARGV[12]), tonumber(ARGV[14])
+local limit, count = 2 ^ tb, 2 ^ wb
+
+-- A retry gets the recorded grant.
+local ans = p .. ':inc:' .. inc
+local last = redis.call('HMGET', ans, 'request_id', 'worker', 'grant_id', 'start', 'end')
+if last[1] == req then
+  return {'granted', last[2], last[3], last[4], last[5]}
+end
+
+-- The namespace, registered with its layout on first use.
+local lk = p .. ':layout'
+local lay = redis.call('HMGET', lk, 'timestamp_bits', 'worker_bits', 'sequence_bits',
+                       'epoch_ms', 'tick_ms', 'next_unused')
+if not lay[1] then
+  redis.call('HSET', lk, 'timestamp_bits', ARGV[7], 'worker_bits', ARGV[8],
+             'sequence_bits', ARGV[9], 'epoch_ms', ARGV[10], 'tick_ms', ARGV[11],
+             'next_unused', '0')
+  lay = {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], '0'}
+elseif lay[1] ~= ARGV[7] or lay[2] ~= ARGV[8] or lay[3] ~= ARGV[9]
+    or lay[4] ~= ARGV[10] or lay[5] ~= ARGV[11] then
+  return {'lost', string.format(
+    'namespace is registered with another layout (%s/%s/%s bits, epoch %s ms, tick %s ms)',
+    lay[1], lay[2], lay[3], lay[4], lay[5])}
+end
+
+-- Authority time: the server's clock, in ticks of the layout.
+local ms = now_ms(ARGV[13])
+local now = ticks(ms, epoch, tick)
+
+local w
+if want ~= '' then
+  w = tonumber(want)
+  if w < 0 or w >= count then
+    return {'lost', string.format('worker %s is outside the namespace\'s %s workers', want, fmt(count))}
+  end
+  local rec = redis.call('HMGET', p .. ':w:' .. want, 'holder', 'lease_expiry')
+  if rec[1] and rec[1] ~= inc and tonumber(rec[2]) > now then
+    return {'lost', string.format('worker %s is held by incarnation %s until tick %s',
+                                  want, rec[1], rec[2])}
+  end
+else
+  -- Never-used workers first, then released ones, then the longest-expired.
+  local nu = tonumber(lay[6])
+  while not w and nu < count do
+    local cand = nu
+    nu = nu + 1
+    if redis.call('EXISTS', p .. ':w:' .. fmt(cand)) == 0 then w = cand end
+  end
+  redis.call('HSET', lk, 'next_unused', fmt(nu))
+  if not w then
+    local r = redis.call('ZRANGE', p .. ':free', 0, 0)
+    if #r > 0 then
+      w = tonumber(r[1])
+    else
+      local e = redis.call('ZRANGEBYSCORE', p .. ':held', '-inf', fmt(now), 'LIMIT', 0, 1)
+      if #e > 0 then w = tonumber(e[1]) end
+    end
+  end
+  if not w then
+    return {'lost', string.format('no free worker among the namespace\'s %s workers', fmt(count))}
+  end
+end
+
+-- The grant: after every interval ever granted for the worker.
+local ws = fmt(w)
+local wk = p .. ':w:' .. ws
+local rec = redis.call('HMGET', wk, 'high_water', 'fencing')
+local hw, fencing = tonumber(rec[1] or '0'), tonumber(rec[2] or '0')
+local start = math.max(hw, now, not_before)
+local stop = math.min(start + duration, limit)
+if start >= stop then
+  return {'lost', string.format('worker %s has no timestamp space left (high-water %s)', ws, fmt(hw))}
+end
+fencing = fencing + 1
+local expiry = stop + grace
+redis.call('HSET', wk, 'holder', inc, 'lease_expiry', fmt(expiry),
+           'high_water', fmt(stop), 'fencing', fmt(fencing))
+redis.call('ZADD', p .. ':held', expiry, ws)
+redis.call('ZREM', p .. ':free', ws)
+redis.call('DEL', ans)
+redis.call('HSET', ans, 'request_id', req, 'worker', ws, 'grant_id', fmt(fencing),
+           'start', fmt(start), 'end', fmt(stop))
+-- The answer outlives the lease by a minute: retries come before that.
+redis.call('PEXPIRE', ans, math.floor((expiry - now) * tick) + 60000)
+if log_max > 0 then
+  redis.call('XADD', p .. ':log', 'MAXLEN', '~', fmt(log_max), '*', 'worker', ws,
+             'incarnation', inc, 'request_id', req, 'grant_id', fmt(fencing),
+             'start', fmt(start), 'end', fmt(stop), 'now_ms', fmt(ms))
+else
+  redis.call('XADD', p .. ':log', '*', 'worker', ws, 'incarnation', inc,
+             'request_id', req, 'grant_id', fmt(fencing), 'start', fmt(start),
+             'end', fmt(stop), 'now_ms', fmt(ms))
+end
+return {'granted', ws, fmt(fencing), fmt(start), fmt(stop)}

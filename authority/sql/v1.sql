@@ -1,0 +1,256 @@
+-- grantid PostgreSQL authority, schema version 1.
+--
+-- Applied by `grantid authority init URL`, and by the Rust adapter when the
+-- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
+-- in one transaction under pg_advisory_xact_lock(hashtext('grantid schema'))
+-- so that concurrent first users do not race on CREATE.
+--
+-- Units: every tick value is ticks of the namespace's layout since its epoch.
+-- 64-bit unsigned values (incarnation, request_id) are stored as bigint with
+-- the same 64 bits (two's complement): Rust `x as i64`, Python
+-- `x - 2**64 if x >= 2**63 else x`.
+
+CREATE SCHEMA IF NOT EXISTS grantid;
+
+CREATE TABLE IF NOT EXISTS grantid.schema_version (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- A namespace and the layout it was registered with.
+CREATE TABLE IF NOT EXISTS grantid.namespaces (
+    namespace      text PRIMARY KEY,
+    timestamp_bits integer NOT NULL,
+    worker_bits    integer NOT NULL,
+    sequence_bits  integer NOT NULL,
+    epoch_ms       bigint  NOT NULL,
+    tick_ms        bigint  NOT NULL,
+    -- Workers [0, next_unused) have been handed out at least once.
+    next_unused    bigint  NOT NULL DEFAULT 0,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- One row per (namespace, worker) ever used: the lease and the high-water.
+CREATE TABLE IF NOT EXISTS grantid.workers (
+    namespace    text    NOT NULL REFERENCES grantid.namespaces (namespace),
+    worker       bigint  NOT NULL,
+    holder       bigint,                      -- incarnation; NULL once released
+    lease_expiry bigint  NOT NULL DEFAULT 0,  -- ticks
+    high_water   bigint  NOT NULL DEFAULT 0,  -- ticks: end of every grant ever made
+    fencing      bigint  NOT NULL DEFAULT 0,  -- grant_id of the last grant; +1 per grant
+    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (namespace, worker)
+);
+CREATE INDEX IF NOT EXISTS workers_recycle
+    ON grantid.workers (namespace, (holder IS NOT NULL), lease_expiry);
+
+-- Every grant ever made, in the transaction that made it. Also the record
+-- that answers a retry of the same (namespace, incarnation, request_id).
+CREATE TABLE IF NOT EXISTS grantid.grant_log (
+    namespace   text   NOT NULL,
+    worker      bigint NOT NULL,
+    incarnation bigint NOT NULL,
+    request_id  bigint NOT NULL,
+    grant_id    bigint NOT NULL,  -- the worker's fencing epoch
+    start_tick  bigint NOT NULL,  -- first tick (inclusive)
+    end_tick    bigint NOT NULL,  -- first tick after the interval (exclusive)
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (namespace, incarnation, request_id)
+);
+CREATE INDEX IF NOT EXISTS grant_log_worker
+    ON grantid.grant_log (namespace, worker, start_tick);
+
+-- The allocation rule (DESIGN.md section 2), in one transaction: the caller's
+-- statement. Returns one row: status 'granted' (worker, grant_id,
+-- start_tick, end_tick) or 'lost' (message says why).
+-- p_worker NULL asks for any free worker. p_lease_grace is in ticks.
+-- p_now_ms replaces the database clock (Unix ms): for tests and fault
+-- injection only; NULL in production.
+CREATE OR REPLACE FUNCTION grantid.acquire(
+    p_namespace      text,
+    p_incarnation    bigint,
+    p_request_id     bigint,
+    p_worker         bigint,
+    p_not_before     bigint,
+    p_duration       bigint,
+    p_timestamp_bits integer,
+    p_worker_bits    integer,
+    p_sequence_bits  integer,
+    p_epoch_ms       bigint,
+    p_tick_ms        bigint,
+    p_lease_grace    bigint,
+    p_now_ms         bigint DEFAULT NULL
+) RETURNS TABLE (status text, worker bigint, grant_id bigint,
+                 start_tick bigint, end_tick bigint, message text)
+LANGUAGE plpgsql VOLATILE AS $fn$
+#variable_conflict use_column
+DECLARE
+    ns       grantid.namespaces%ROWTYPE;
+    w        grantid.workers%ROWTYPE;
+    logged   grantid.grant_log%ROWTYPE;
+    v_limit  bigint;
+    v_count  bigint;
+    v_now    bigint;
+    v_start  bigint;
+    v_end    bigint;
+    v_fence  bigint;
+    v_cand   bigint;
+BEGIN
+    IF p_timestamp_bits < 1 OR p_timestamp_bits > 62 OR p_worker_bits < 0
+       OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1 THEN
+        RAISE EXCEPTION 'grantid.acquire: bad layout or duration';
+    END IF;
+    v_limit := 1::bigint << p_timestamp_bits;
+    v_count := 1::bigint << p_worker_bits;
+
+    -- A retry gets the recorded grant.
+    SELECT * INTO logged FROM grantid.grant_log l
+     WHERE l.namespace = p_namespace AND l.incarnation = p_incarnation
+       AND l.request_id = p_request_id;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'granted'::text, logged.worker, logged.grant_id,
+                            logged.start_tick, logged.end_tick, 'retry'::text;
+        RETURN;
+    END IF;
+
+    -- The namespace, registered with its layout on first use. A concurrent
+    -- first insert waits on the primary key, then does nothing; the SELECT
+    -- (a fresh snapshot) then sees the winner's row.
+    INSERT INTO grantid.namespaces
+        (namespace, timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms)
+    VALUES (p_namespace, p_timestamp_bits, p_worker_bits, p_sequence_bits,
+            p_epoch_ms, p_tick_ms)
+    ON CONFLICT (namespace) DO NOTHING;
+    IF p_worker IS NULL THEN
+        -- Handing out a new worker is serialised per namespace.
+        SELECT * INTO ns FROM grantid.namespaces n
+         WHERE n.namespace = p_namespace FOR NO KEY UPDATE;
+    ELSE
+        SELECT * INTO ns FROM grantid.namespaces n WHERE n.namespace = p_namespace;
+    END IF;
+    IF (ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms, ns.tick_ms)
+       IS DISTINCT FROM
+       (p_timestamp_bits, p_worker_bits, p_sequence_bits, p_epoch_ms, p_tick_ms) THEN
+        RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, format('namespace %L is registered with another layout '
+                '(%s/%s/%s bits, epoch %s ms, tick %s ms)', p_namespace,
+                ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms,
+                ns.tick_ms);
+        RETURN;
+    END IF;
+
+    -- Authority time: the database's clock, in ticks of the layout.
+    v_now := greatest(coalesce(p_now_ms,
+                 floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                 - p_epoch_ms, 0) / p_tick_ms;
+
+    IF p_worker IS NOT NULL THEN
+        IF p_worker < 0 OR p_worker >= v_count THEN
+            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+                NULL::bigint, format('worker %s is outside the namespace''s %s workers',
+                                     p_worker, v_count);
+            RETURN;
+        END IF;
+        INSERT INTO grantid.workers (namespace, worker) VALUES (p_namespace, p_worker)
+        ON CONFLICT (namespace, worker) DO NOTHING;
+        SELECT * INTO w FROM grantid.workers x
+         WHERE x.namespace = p_namespace AND x.worker = p_worker FOR UPDATE;
+        IF w.holder IS NOT NULL AND w.holder <> p_incarnation AND w.lease_expiry > v_now THEN
+            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+                NULL::bigint, format('worker %s is held by incarnation %s until tick %s',
+                                     p_worker, w.holder, w.lease_expiry);
+            RETURN;
+        END IF;
+    ELSE
+        -- Never-used workers first.
+        WHILE w.worker IS NULL AND ns.next_unused < v_count LOOP
+            v_cand := ns.next_unused;
+            ns.next_unused := ns.next_unused + 1;
+            INSERT INTO grantid.workers (namespace, worker) VALUES (p_namespace, v_cand)
+            ON CONFLICT (namespace, worker) DO NOTHING;
+            SELECT * INTO w FROM grantid.workers x
+             WHERE x.namespace = p_namespace AND x.worker = v_cand FOR UPDATE;
+            IF w.fencing <> 0 OR w.holder IS NOT NULL THEN
+                w := NULL;  -- already used through an explicit request
+            END IF;
+        END LOOP;
+        UPDATE grantid.namespaces n SET next_unused = ns.next_unused
+         WHERE n.namespace = p_namespace;
+        -- Then released workers, then the longest-expired lease.
+        IF w.worker IS NULL THEN
+            SELECT * INTO w FROM grantid.workers x
+             WHERE x.namespace = p_namespace
+               AND (x.holder IS NULL OR x.lease_expiry <= v_now)
+             ORDER BY (x.holder IS NOT NULL), x.lease_expiry, x.worker
+             LIMIT 1 FOR UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint,
+                    NULL::bigint, NULL::bigint,
+                    format('no free worker among the namespace''s %s workers', v_count);
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+
+    -- The grant: after every interval ever granted for the worker.
+    v_start := greatest(w.high_water, v_now, p_not_before);
+    IF v_start >= v_limit THEN
+        v_end := v_start;
+    ELSIF p_duration >= v_limit - v_start THEN
+        v_end := v_limit;
+    ELSE
+        v_end := v_start + p_duration;
+    END IF;
+    IF v_start >= v_end THEN
+        RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, format('worker %s has no timestamp space left (high-water %s)',
+                                 w.worker, w.high_water);
+        RETURN;
+    END IF;
+    UPDATE grantid.workers x
+       SET holder = p_incarnation, lease_expiry = v_end + p_lease_grace,
+           high_water = v_end, fencing = x.fencing + 1, updated_at = clock_timestamp()
+     WHERE x.namespace = p_namespace AND x.worker = w.worker
+    RETURNING x.fencing INTO v_fence;
+    INSERT INTO grantid.grant_log
+        (namespace, worker, incarnation, request_id, grant_id, start_tick, end_tick)
+    VALUES (p_namespace, w.worker, p_incarnation, p_request_id, v_fence, v_start, v_end);
+    RETURN QUERY SELECT 'granted'::text, w.worker, v_fence, v_start, v_end, NULL::text;
+END
+$fn$;
+
+-- Ends the lease of a worker if p_incarnation holds it; the high-water stays.
+CREATE OR REPLACE FUNCTION grantid.release(
+    p_namespace text, p_worker bigint, p_incarnation bigint, p_now_ms bigint DEFAULT NULL
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    ns grantid.namespaces%ROWTYPE;
+    v_now bigint;
+BEGIN
+    SELECT * INTO ns FROM grantid.namespaces n WHERE n.namespace = p_namespace;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    v_now := greatest(coalesce(p_now_ms,
+                 floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                 - ns.epoch_ms, 0) / ns.tick_ms;
+    UPDATE grantid.workers x
+       SET holder = NULL, lease_expiry = least(x.lease_expiry, v_now),
+           updated_at = clock_timestamp()
+     WHERE x.namespace = p_namespace AND x.worker = p_worker
+       AND x.holder = p_incarnation;
+    RETURN FOUND;
+END
+$fn$;
+
+-- Deletes grant-log rows older than p_age (the high-water marks live in
+-- grantid.workers; only retries of requests that old lose their answer).
+CREATE OR REPLACE FUNCTION grantid.prune_grant_log(p_age interval) RETURNS bigint
+LANGUAGE sql VOLATILE AS $fn$
+    WITH d AS (DELETE FROM grantid.grant_log WHERE created_at < clock_timestamp() - p_age
+               RETURNING 1)
+    SELECT count(*) FROM d;
+$fn$;
+
+INSERT INTO grantid.schema_version (version) VALUES (1) ON CONFLICT DO NOTHING;

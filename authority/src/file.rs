@@ -1,0 +1,375 @@
+//! The file authority: [`grantid::Allocator`] kept in a `flock`-guarded JSON
+//! state file, for the processes of one host.
+//!
+//! Each `acquire` locks the file, reads it, applies the rule, writes the new
+//! state atomically (temp file, `fsync`, `rename`, `fsync` of the directory)
+//! and unlocks: the high-water mark is on disk before the grant is answered.
+//! Authority time is this host's clock.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use grantid::{
+    Allocator, Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout,
+    NamespaceRecord, SystemClock, WorkerRecord,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::lockfile::{self, Locked};
+use crate::url::Options;
+use crate::{Authority, WorkerStatus};
+
+/// How many recent grants the state file keeps (for `status`).
+const RECENT_GRANTS: usize = 256;
+/// Format version of the state file.
+const FORMAT: u32 = 1;
+
+/// The file authority. See the module docs.
+pub struct FileAuthority {
+    path: PathBuf,
+    options: Options,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for FileAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileAuthority")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy)]
+pub(crate) struct LayoutDoc {
+    pub timestamp_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+    pub epoch_ms: u64,
+    pub tick_ms: u64,
+}
+
+impl From<Layout> for LayoutDoc {
+    fn from(l: Layout) -> LayoutDoc {
+        LayoutDoc {
+            timestamp_bits: l.timestamp_bits(),
+            worker_bits: l.worker_bits(),
+            sequence_bits: l.sequence_bits(),
+            epoch_ms: l.epoch_ms(),
+            tick_ms: l.tick_ms(),
+        }
+    }
+}
+
+impl LayoutDoc {
+    pub(crate) fn layout(self) -> Result<Layout, String> {
+        Layout::with_all(
+            self.timestamp_bits,
+            self.worker_bits,
+            self.sequence_bits,
+            self.epoch_ms,
+            self.tick_ms,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct WorkerDoc {
+    worker: u32,
+    holder: Option<u64>,
+    lease_expiry: u64,
+    high_water: u64,
+    fencing: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NamespaceDoc {
+    layout: LayoutDoc,
+    workers: Vec<WorkerDoc>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct GrantDoc {
+    namespace: String,
+    worker: u32,
+    incarnation: u64,
+    request_id: u64,
+    grant_id: u64,
+    start: u64,
+    end: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StateDoc {
+    format: u32,
+    namespaces: HashMap<String, NamespaceDoc>,
+    /// Answers kept for retries: those whose lease has not expired.
+    answers: Vec<GrantDoc>,
+    /// The most recent grants, newest last.
+    recent: Vec<GrantDoc>,
+}
+
+fn grant_doc(g: &Grant, request_id: u64) -> GrantDoc {
+    GrantDoc {
+        namespace: g.namespace.clone(),
+        worker: g.worker,
+        incarnation: g.incarnation,
+        request_id,
+        grant_id: g.grant_id,
+        start: g.start,
+        end: g.end,
+    }
+}
+
+fn grant_of(d: &GrantDoc) -> Grant {
+    Grant {
+        namespace: d.namespace.clone(),
+        worker: d.worker,
+        incarnation: d.incarnation,
+        grant_id: d.grant_id,
+        start: d.start,
+        end: d.end,
+    }
+}
+
+/// The state as loaded: the allocator, the answers kept for retries (by
+/// namespace, incarnation and request id: `Allocator::answers` is keyed
+/// without the namespace, so it is kept empty here), and the recent log.
+struct State {
+    alloc: Allocator,
+    answers: HashMap<(String, u64, u64), Grant>,
+    recent: Vec<GrantDoc>,
+}
+
+fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
+    let Some(bytes) = bytes else {
+        return Ok(State {
+            alloc: Allocator::new(0),
+            answers: HashMap::new(),
+            recent: Vec::new(),
+        });
+    };
+    // A damaged state file must not be replaced by an empty one (that would
+    // forget the high-water marks): refuse until an operator looks at it.
+    let doc: StateDoc = serde_json::from_slice(&bytes).map_err(|e| {
+        GrantError::Unavailable(format!("state file {} is damaged: {e}", path.display()))
+    })?;
+    if doc.format != FORMAT {
+        return Err(GrantError::Unavailable(format!(
+            "state file {} has format {}, this build reads {FORMAT}",
+            path.display(),
+            doc.format
+        )));
+    }
+    let mut alloc = Allocator::new(0);
+    for (name, ns) in doc.namespaces {
+        let layout = ns.layout.layout().map_err(|e| {
+            GrantError::Unavailable(format!("state file {}: {name}: {e}", path.display()))
+        })?;
+        let count = layout.worker_count().min(1 << 20) as usize;
+        let mut workers = vec![WorkerRecord::default(); count];
+        for w in ns.workers {
+            if let Some(slot) = workers.get_mut(w.worker as usize) {
+                *slot = WorkerRecord {
+                    holder: w.holder,
+                    lease_expiry: w.lease_expiry,
+                    high_water: w.high_water,
+                    fencing: w.fencing,
+                    used: true,
+                };
+            }
+        }
+        alloc
+            .namespaces
+            .insert(name, NamespaceRecord { layout, workers });
+    }
+    let answers = doc
+        .answers
+        .iter()
+        .map(|a| {
+            (
+                (a.namespace.clone(), a.incarnation, a.request_id),
+                grant_of(a),
+            )
+        })
+        .collect();
+    Ok(State {
+        alloc,
+        answers,
+        recent: doc.recent,
+    })
+}
+
+fn encode(state: &State, grace_ms: u64, now_ms: u64) -> Vec<u8> {
+    let mut namespaces = HashMap::new();
+    for (name, ns) in &state.alloc.namespaces {
+        let workers = ns
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.used)
+            .map(|(i, w)| WorkerDoc {
+                worker: i as u32,
+                holder: w.holder,
+                lease_expiry: w.lease_expiry,
+                high_water: w.high_water,
+                fencing: w.fencing,
+            })
+            .collect();
+        namespaces.insert(
+            name.clone(),
+            NamespaceDoc {
+                layout: ns.layout.into(),
+                workers,
+            },
+        );
+    }
+    // Keep the answers a retry may still ask for: while the lease lives.
+    let mut answers: Vec<GrantDoc> = state
+        .answers
+        .iter()
+        .filter(|(_, g)| {
+            state.alloc.namespaces.get(&g.namespace).is_some_and(|ns| {
+                let grace = grace_ms.div_ceil(ns.layout.tick_ms());
+                g.end.saturating_add(grace) > ns.layout.tick_at(now_ms)
+            })
+        })
+        .map(|((_, _, req), g)| grant_doc(g, *req))
+        .collect();
+    answers.sort_by_key(|a| (a.namespace.clone(), a.worker, a.start));
+    let skip = state.recent.len().saturating_sub(RECENT_GRANTS);
+    let doc = StateDoc {
+        format: FORMAT,
+        namespaces,
+        answers,
+        recent: state
+            .recent
+            .iter()
+            .skip(skip)
+            .map(|g| GrantDoc {
+                namespace: g.namespace.clone(),
+                ..*g
+            })
+            .collect(),
+    };
+    let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+impl FileAuthority {
+    /// The authority of the state file at `path` (created on first grant).
+    pub fn new(path: impl Into<PathBuf>, options: Options) -> FileAuthority {
+        FileAuthority {
+            path: path.into(),
+            options,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Times grants by `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> FileAuthority {
+        self.clock = clock;
+        self
+    }
+
+    /// The state file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> Result<(Locked, State), GrantError> {
+        let locked = lockfile::lock(&self.path, self.options.timeout)?;
+        let state = decode(&self.path, locked.read()?)?;
+        Ok((locked, state))
+    }
+}
+
+impl GrantSource for FileAuthority {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let (locked, mut state) = self.lock()?;
+        let now_ms = self.clock.now_ms();
+        let layout = request.layout;
+        state.alloc.lease_grace = self.options.lease_grace_ms.div_ceil(layout.tick_ms());
+        let key = (
+            request.namespace.clone(),
+            request.incarnation,
+            request.request_id,
+        );
+        if let Some(g) = state.answers.get(&key) {
+            return Ok(g.clone());
+        }
+        state.alloc.answers.clear();
+        let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
+        state.alloc.answers.clear();
+        state.answers.insert(key, grant.clone());
+        state.recent.push(grant_doc(&grant, request.request_id));
+        locked.write(&encode(&state, self.options.lease_grace_ms, now_ms))?;
+        Ok(grant)
+    }
+
+    fn release(&self, last: &Grant) {
+        let Ok((locked, mut state)) = self.lock() else {
+            return;
+        };
+        let now_ms = self.clock.now_ms();
+        let Some(layout) = state
+            .alloc
+            .namespaces
+            .get(&last.namespace)
+            .map(|n| n.layout)
+        else {
+            return;
+        };
+        state.alloc.release(last, layout.tick_at(now_ms));
+        let _ = locked.write(&encode(&state, self.options.lease_grace_ms, now_ms));
+    }
+}
+
+impl Authority for FileAuthority {
+    fn init(&self) -> Result<String, Error> {
+        let locked = lockfile::lock(&self.path, self.options.timeout)
+            .map_err(|e| Error::new(ErrorKind::Unavailable, e.to_string()))?;
+        let state = decode(&self.path, locked.read().map_err(unavailable)?).map_err(unavailable)?;
+        if !self.path.exists() {
+            locked
+                .write(&encode(
+                    &state,
+                    self.options.lease_grace_ms,
+                    self.clock.now_ms(),
+                ))
+                .map_err(unavailable)?;
+            return Ok(format!("created state file {}", self.path.display()));
+        }
+        Ok(format!("state file {} is ready", self.path.display()))
+    }
+
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        let (_locked, state) = self.lock().map_err(unavailable)?;
+        let mut out = Vec::new();
+        for (name, ns) in &state.alloc.namespaces {
+            if namespace.is_some_and(|n| n != name) {
+                continue;
+            }
+            for (i, w) in ns.workers.iter().enumerate().filter(|(_, w)| w.used) {
+                out.push(WorkerStatus {
+                    namespace: name.clone(),
+                    layout: ns.layout,
+                    worker: i as u32,
+                    holder: w.holder,
+                    lease_expiry: w.lease_expiry,
+                    high_water: w.high_water,
+                    fencing: w.fencing,
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.namespace, a.worker).cmp(&(&b.namespace, b.worker)));
+        Ok(out)
+    }
+}
+
+pub(crate) fn unavailable(e: GrantError) -> Error {
+    Error::new(ErrorKind::Unavailable, e.to_string())
+}

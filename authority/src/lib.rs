@@ -1,0 +1,132 @@
+//! # grantid-authority
+//!
+//! The reference grant authorities of grantid, each chosen by a URL:
+//!
+//! ```no_run
+//! use grantid::{Generator, Layout};
+//!
+//! let source = grantid_authority::from_url("file:/var/lib/myapp/grantid.json")?;
+//! let generator = Generator::builder(Layout::default(), "orders-v1", source).start()?;
+//! let id = generator.next_id()?;
+//! # let _ = id;
+//! # Ok::<(), grantid::Error>(())
+//! ```
+//!
+//! | URL | backend | scope |
+//! |---|---|---|
+//! | `file:PATH`, `file:` | a `flock`-guarded state file ([`FileAuthority`]) | one host, any number of processes |
+//! | `postgres://...` | one PL/pgSQL function ([`PgAuthority`]) | a fleet |
+//! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
+//! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
+//!
+//! Every backend applies the one allocation rule of DESIGN.md section 2
+//! (the rule [`grantid::Allocator`] states in Rust):
+//!
+//! * a worker lease (holder incarnation + expiry = grant end + lease grace)
+//!   for liveness, and per (namespace, worker) a durable high-water mark;
+//! * `start = max(high_water, authority_now, not_before)`,
+//!   `end = min(start + duration, 2^timestamp_bits)`, the high-water moved to
+//!   `end` in the same atomic step, the grant recorded;
+//! * a retry of the same (incarnation, request_id) gets the recorded grant;
+//! * renewing a worker held by another live incarnation is
+//!   [`GrantError::Lost`](grantid::GrantError::Lost); expired leases are
+//!   recycled, never-used workers first, then the longest-expired;
+//! * a namespace is registered with its layout; another layout is refused;
+//! * the high-water mark never moves back, even when the authority's clock
+//!   does.
+//!
+//! Properties:
+//!
+//! * **Thread-safe**: every source is `Send + Sync`.
+//! * **Never a hang**: connecting, each statement and each lock wait are
+//!   bounded by `timeout_ms` (default 3 s); past it the answer is
+//!   `Unavailable`.
+//! * **Never a panic** on a bad server or URL: a malformed URL is
+//!   `InvalidArgument` from [`from_url`]; an unreachable server is
+//!   `Unavailable` from `acquire` (never from `from_url`).
+//! * **Fork-safe**: a `fork()` child opens its own connection; it never
+//!   reuses (nor closes) its parent's.
+#![warn(missing_docs)]
+
+use grantid::{Error, GrantSource};
+
+mod forklocal;
+#[cfg(any(feature = "file", feature = "static"))]
+mod lockfile;
+mod status;
+mod url;
+
+#[cfg(feature = "file")]
+mod file;
+#[cfg(feature = "postgres")]
+mod pg;
+#[cfg(feature = "redis")]
+mod redis_backend;
+#[cfg(feature = "static")]
+mod static_worker;
+
+#[cfg(feature = "file")]
+pub use file::FileAuthority;
+#[cfg(feature = "postgres")]
+pub use pg::{PgAuthority, SQL_V1};
+#[cfg(feature = "redis")]
+pub use redis_backend::{LUA_V1, RedisAuthority};
+#[cfg(feature = "static")]
+pub use static_worker::StaticAuthority;
+pub use status::WorkerStatus;
+pub use url::{
+    AuthorityUrl, DEFAULT_LEASE_GRACE_MS, DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options,
+    Target, default_file_path, parse as parse_url, trailing_ordinal,
+};
+
+/// The default authority URL: the file authority at [`default_file_path`].
+pub const DEFAULT_URL: &str = "file:";
+
+/// The default authority URL with its path spelled out
+/// (`file:/home/me/.local/state/grantid/authority.json`).
+pub fn default_url() -> String {
+    format!("file:{}", default_file_path().display())
+}
+
+/// A grant source that can also set itself up and report its state.
+pub trait Authority: GrantSource {
+    /// Creates what the backend needs (PostgreSQL schema and function,
+    /// Redis script, the file's directory). Idempotent. Returns a one-line
+    /// description of what was done.
+    fn init(&self) -> Result<String, Error>;
+
+    /// Every worker record (of `namespace`, or of all namespaces).
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error>;
+}
+
+/// Opens the authority named by `url` (see the table above). Only parsing
+/// happens here: a server that cannot be reached makes `acquire` answer
+/// `Unavailable`, it does not fail this call.
+pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
+    let parsed = url::parse(url)?;
+    let options = parsed.options;
+    match parsed.target {
+        #[cfg(feature = "file")]
+        Target::File(path) => Ok(Box::new(FileAuthority::new(path, options))),
+        #[cfg(feature = "static")]
+        Target::Static { worker, state } => {
+            Ok(Box::new(StaticAuthority::new(worker, state, options)))
+        }
+        #[cfg(feature = "postgres")]
+        Target::Postgres(u) => Ok(Box::new(PgAuthority::new(&u, options)?)),
+        #[cfg(feature = "redis")]
+        Target::Redis(u) => Ok(Box::new(RedisAuthority::new(&u, options)?)),
+        #[allow(unreachable_patterns)]
+        other => Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            format!("authority URL {url:?}: this build lacks the feature for {other:?}"),
+        )),
+    }
+}
+
+/// Opens the authority named by `url` as a [`GrantSource`]: the entry point
+/// every binding uses. See [`open`].
+pub fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
+    let authority: Box<dyn GrantSource> = open(url)?;
+    Ok(authority)
+}

@@ -1,0 +1,298 @@
+//! The Redis authority: one Lua script (authority/lua/v1.lua) per grant,
+//! which Redis runs atomically. Authority time is the server's `TIME`.
+//!
+//! Durability is Redis's: see docs/AUTHORITIES.md. With `appendonly yes`
+//! and `appendfsync always` an acknowledged grant survives a server crash;
+//! with anything less, or after a failover to an asynchronous replica, an
+//! acknowledged grant can be forgotten and its interval granted again.
+
+use std::sync::Arc;
+
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use redis::{Client, Connection, Script};
+
+use crate::forklocal::ForkLocal;
+use crate::url::Options;
+use crate::{Authority, WorkerStatus};
+
+/// The script, version 1 (authority/lua/v1.lua).
+pub const LUA_V1: &str = include_str!("../lua/v1.lua");
+
+/// Largest timestamp width the script serves: Lua numbers are doubles,
+/// exact up to 2^53.
+const MAX_TIMESTAMP_BITS: u8 = 52;
+
+/// The Redis authority. See the module docs.
+pub struct RedisAuthority {
+    client: Client,
+    options: Options,
+    script: Script,
+    clock: Option<Arc<dyn Clock>>,
+    conn: ForkLocal<Option<Connection>>,
+}
+
+impl std::fmt::Debug for RedisAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisAuthority")
+            .field("addr", &self.client.get_connection_info().addr)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
+    GrantError::Unavailable(format!("redis: {what}: {e}"))
+}
+
+fn to_error(e: GrantError) -> Error {
+    match e {
+        GrantError::Lost(m) => Error::new(ErrorKind::LeaseLost, m),
+        GrantError::Unavailable(m) => Error::new(ErrorKind::Unavailable, m),
+    }
+}
+
+/// The key prefix of a namespace: `grantid:{<namespace>}`.
+pub fn key_prefix(namespace: &str) -> String {
+    format!("grantid:{{{namespace}}}")
+}
+
+impl RedisAuthority {
+    /// Parses a `redis://` URL (without grantid's options). Does not
+    /// connect.
+    pub fn new(url: &str, options: Options) -> Result<RedisAuthority, Error> {
+        let client = Client::open(url).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("authority URL {url:?}: {e}"),
+            )
+        })?;
+        Ok(RedisAuthority {
+            client,
+            options,
+            script: Script::new(LUA_V1),
+            clock: None,
+            conn: ForkLocal::new(),
+        })
+    }
+
+    /// Replaces the server's `TIME` by `clock`: tests and fault injection
+    /// only.
+    pub fn with_injected_clock(mut self, clock: Arc<dyn Clock>) -> RedisAuthority {
+        self.clock = Some(clock);
+        self
+    }
+
+    fn connect(&self) -> Result<Connection, GrantError> {
+        let t = self.options.timeout;
+        let con = self
+            .client
+            .get_connection_with_timeout(t)
+            .map_err(|e| unavailable("cannot connect", e))?;
+        con.set_read_timeout(Some(t))
+            .and_then(|_| con.set_write_timeout(Some(t)))
+            .map_err(|e| unavailable("cannot set timeouts", e))?;
+        Ok(con)
+    }
+
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, GrantError>,
+    ) -> Result<T, GrantError> {
+        let mut slot = self.conn.get().lock();
+        if slot.is_none() {
+            *slot = Some(self.connect()?);
+        }
+        let con = slot.as_mut().expect("connected above");
+        let result = f(con);
+        if matches!(result, Err(GrantError::Unavailable(_))) {
+            *slot = None;
+        }
+        result
+    }
+
+    fn now_arg(&self) -> String {
+        self.clock
+            .as_ref()
+            .map(|c| c.now_ms().to_string())
+            .unwrap_or_default()
+    }
+}
+
+fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
+    reply
+        .get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| unavailable("malformed answer", format!("{reply:?}")))
+}
+
+impl GrantSource for RedisAuthority {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let l = request.layout;
+        if l.timestamp_bits() > MAX_TIMESTAMP_BITS
+            || l.epoch_ms() > 1 << 53
+            || l.tick_ms() > 1 << 53
+        {
+            return Err(GrantError::Lost(format!(
+                "the Redis authority serves layouts of at most {MAX_TIMESTAMP_BITS} timestamp \
+                 bits and epoch/tick below 2^53 ms"
+            )));
+        }
+        let grace = self
+            .options
+            .lease_grace_ms
+            .div_ceil(l.tick_ms())
+            .min(1 << 40);
+        let mut invocation = self.script.key(key_prefix(&request.namespace));
+        invocation
+            .arg("acquire")
+            .arg(request.incarnation.to_string())
+            .arg(request.request_id.to_string())
+            .arg(request.worker.map(|w| w.to_string()).unwrap_or_default())
+            .arg(request.not_before.min(l.timestamp_limit()))
+            .arg(request.duration.clamp(1, l.timestamp_limit()))
+            .arg(l.timestamp_bits())
+            .arg(l.worker_bits())
+            .arg(l.sequence_bits())
+            .arg(l.epoch_ms())
+            .arg(l.tick_ms())
+            .arg(grace)
+            .arg(self.now_arg())
+            .arg(self.options.log_max);
+        let reply: Vec<String> = self.with_conn(|c| {
+            invocation
+                .invoke(c)
+                .map_err(|e| unavailable("script failed", e))
+        })?;
+        match reply.first().map(String::as_str) {
+            Some("granted") => Ok(Grant {
+                namespace: request.namespace.clone(),
+                worker: u32::try_from(number(&reply, 1)?)
+                    .map_err(|e| unavailable("malformed worker", e))?,
+                incarnation: request.incarnation,
+                grant_id: number(&reply, 2)?,
+                start: number(&reply, 3)?,
+                end: number(&reply, 4)?,
+            }),
+            Some("lost") => Err(GrantError::Lost(format!(
+                "namespace {:?}: {}",
+                request.namespace,
+                reply.get(1).cloned().unwrap_or_default()
+            ))),
+            _ => Err(unavailable("malformed answer", format!("{reply:?}"))),
+        }
+    }
+
+    fn release(&self, last: &Grant) {
+        let mut invocation = self.script.key(key_prefix(&last.namespace));
+        invocation
+            .arg("release")
+            .arg(last.incarnation.to_string())
+            .arg(last.worker.to_string())
+            .arg(self.now_arg());
+        let _ = self.with_conn(|c| {
+            invocation
+                .invoke::<i64>(c)
+                .map_err(|e| unavailable("release failed", e))
+        });
+    }
+}
+
+impl Authority for RedisAuthority {
+    fn init(&self) -> Result<String, Error> {
+        let sha: String = self
+            .with_conn(|c| {
+                redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(LUA_V1)
+                    .query(c)
+                    .map_err(|e| unavailable("SCRIPT LOAD failed", e))
+            })
+            .map_err(to_error)?;
+        Ok(format!("script v1 loaded as {sha}"))
+    }
+
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        self.with_conn(|c| read_status(c, namespace))
+            .map_err(to_error)
+    }
+}
+
+fn glob_escape(s: &str) -> String {
+    let mut out = String::new();
+    for ch in s.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+fn scan(c: &mut Connection, pattern: &str) -> Result<Vec<String>, GrantError> {
+    use redis::Commands;
+    let mut keys: Vec<String> = c
+        .scan_match::<_, String>(pattern)
+        .map_err(|e| unavailable("SCAN failed", e))?
+        .collect();
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+fn read_status(
+    c: &mut Connection,
+    namespace: Option<&str>,
+) -> Result<Vec<WorkerStatus>, GrantError> {
+    use redis::Commands;
+    let pattern = match namespace {
+        Some(ns) => format!("{}:layout", glob_escape(&key_prefix(ns))),
+        None => "grantid:{*}:layout".to_owned(),
+    };
+    let mut out = Vec::new();
+    for layout_key in scan(c, &pattern)? {
+        let prefix = layout_key.trim_end_matches(":layout").to_owned();
+        let ns = prefix
+            .strip_prefix("grantid:{")
+            .and_then(|s| s.strip_suffix('}'))
+            .unwrap_or(&prefix)
+            .to_owned();
+        let f: Vec<Option<u64>> = c
+            .hget(
+                &layout_key,
+                &[
+                    "timestamp_bits",
+                    "worker_bits",
+                    "sequence_bits",
+                    "epoch_ms",
+                    "tick_ms",
+                ],
+            )
+            .map_err(|e| unavailable("HMGET failed", e))?;
+        let get = |i: usize| f.get(i).copied().flatten().unwrap_or(0);
+        let layout = Layout::with_all(get(0) as u8, get(1) as u8, get(2) as u8, get(3), get(4))
+            .map_err(|e| unavailable("bad layout record", e))?;
+        for wk in scan(c, &format!("{}:w:*", glob_escape(&prefix)))? {
+            let Some(worker) = wk.rsplit(':').next().and_then(|w| w.parse().ok()) else {
+                continue;
+            };
+            let (holder, expiry, hw, fencing): (
+                Option<u64>,
+                Option<u64>,
+                Option<u64>,
+                Option<u64>,
+            ) = c
+                .hget(&wk, &["holder", "lease_expiry", "high_water", "fencing"])
+                .map_err(|e| unavailable("HMGET failed", e))?;
+            out.push(WorkerStatus {
+                namespace: ns.clone(),
+                layout,
+                worker,
+                holder,
+                lease_expiry: expiry.unwrap_or(0),
+                high_water: hw.unwrap_or(0),
+                fencing: fencing.unwrap_or(0),
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.namespace, a.worker).cmp(&(&b.namespace, b.worker)));
+    Ok(out)
+}

@@ -1,0 +1,314 @@
+//! Authority URLs: `file:PATH`, `static:N`, `static:env:VAR`,
+//! `postgres://...`, `redis://...`, each with optional `?key=value` options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use grantid::{Error, ErrorKind};
+
+/// Default lease grace: how long a worker lease outlives the end of its last
+/// grant. 5 s is the generator's default horizon: a process that stops
+/// renewing frees its worker 5 s after its committed time ran out.
+pub const DEFAULT_LEASE_GRACE_MS: u64 = 5_000;
+/// Default bound on one authority call (connect, statement, lock wait).
+pub const DEFAULT_TIMEOUT_MS: u64 = 3_000;
+/// Default cap on the Redis grant log stream (approximate, `XADD MAXLEN ~`).
+pub const DEFAULT_REDIS_LOG_MAX: u64 = 1_000_000;
+
+/// The backend named by a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `file:PATH` (or `file:` for [`default_file_path`]).
+    File(PathBuf),
+    /// `static:N` or `static:env:VAR`, optionally `?state=PATH`.
+    Static {
+        /// The worker value.
+        worker: u32,
+        /// A state file that keeps the high-water mark across restarts.
+        state: Option<PathBuf>,
+    },
+    /// A `postgres://` or `postgresql://` URL (without grantid's options).
+    Postgres(String),
+    /// A `redis://` or `rediss://` URL (without grantid's options).
+    Redis(String),
+}
+
+/// Options common to every backend, from the URL's query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `lease_grace_ms`: how long a lease outlives its grant's end.
+    pub lease_grace_ms: u64,
+    /// `timeout_ms`: bound on connecting, on one statement, on a lock wait.
+    pub timeout: Duration,
+    /// `log_max` (Redis): approximate length cap of the grant log stream;
+    /// 0 keeps every entry.
+    pub log_max: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            lease_grace_ms: DEFAULT_LEASE_GRACE_MS,
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            log_max: DEFAULT_REDIS_LOG_MAX,
+        }
+    }
+}
+
+/// A parsed authority URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorityUrl {
+    /// The backend and its address.
+    pub target: Target,
+    /// grantid's options.
+    pub options: Options,
+}
+
+fn invalid(url: &str, why: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!("authority URL {url:?}: {why}"),
+    )
+}
+
+/// The default state file of the file authority:
+/// `$XDG_STATE_HOME/grantid/authority.json`, else
+/// `$HOME/.local/state/grantid/authority.json`, else one under the temporary
+/// directory.
+pub fn default_file_path() -> PathBuf {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".local").join("state"))
+        })
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("grantid").join("authority.json")
+}
+
+/// The trailing decimal ordinal of a name such as a StatefulSet pod's
+/// `web-3` (or a plain number).
+pub fn trailing_ordinal(name: &str) -> Option<u32> {
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if digits.is_empty() {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Parses an authority URL. Environment variables named by `static:env:VAR`
+/// are read here.
+pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
+    let (scheme, rest) = url.split_once(':').ok_or_else(|| {
+        invalid(
+            url,
+            "no scheme (expected file:, static:, postgres://, redis://)",
+        )
+    })?;
+    let mut options = Options::default();
+    let target = match scheme {
+        "file" => {
+            let (path, query) = split_query(rest);
+            take_options(url, query, &mut options, &[])?;
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                Target::File(default_file_path())
+            } else {
+                Target::File(PathBuf::from(path))
+            }
+        }
+        "static" => {
+            let (spec, query) = split_query(rest);
+            let mut state = None;
+            let extra = take_options(url, query, &mut options, &["state"])?;
+            for (k, v) in extra {
+                if k == "state" {
+                    if v.is_empty() {
+                        return Err(invalid(url, "state= needs a path"));
+                    }
+                    state = Some(PathBuf::from(v));
+                }
+            }
+            let worker = if let Some(var) = spec.strip_prefix("env:") {
+                if var.is_empty() {
+                    return Err(invalid(url, "static:env: needs a variable name"));
+                }
+                let value = std::env::var(var)
+                    .map_err(|_| invalid(url, format!("environment variable {var} is not set")))?;
+                trailing_ordinal(&value).ok_or_else(|| {
+                    invalid(
+                        url,
+                        format!("{var}={value:?} does not end in a worker number (like web-3)"),
+                    )
+                })?
+            } else {
+                if spec.is_empty() || !spec.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(invalid(
+                        url,
+                        format!("{spec:?} is not a worker number (static:N or static:env:VAR)"),
+                    ));
+                }
+                spec.parse()
+                    .map_err(|_| invalid(url, format!("worker {spec} does not fit in 32 bits")))?
+            };
+            Target::Static { worker, state }
+        }
+        "postgres" | "postgresql" => {
+            let kept = strip_options(url, &mut options)?;
+            Target::Postgres(kept)
+        }
+        "redis" | "rediss" => {
+            let kept = strip_options(url, &mut options)?;
+            Target::Redis(kept)
+        }
+        other => {
+            return Err(invalid(
+                url,
+                format!(
+                    "unknown scheme {other:?} (expected file:, static:, postgres://, redis://)"
+                ),
+            ));
+        }
+    };
+    if matches!(target, Target::Postgres(_) | Target::Redis(_)) && !rest.starts_with("//") {
+        return Err(invalid(url, format!("expected {scheme}://HOST...")));
+    }
+    Ok(AuthorityUrl { target, options })
+}
+
+fn split_query(rest: &str) -> (&str, &str) {
+    rest.split_once('?').unwrap_or((rest, ""))
+}
+
+/// Applies grantid's options from `query`; returns the pairs listed in
+/// `extra`; refuses anything else.
+fn take_options(
+    url: &str,
+    query: &str,
+    options: &mut Options,
+    extra: &[&str],
+) -> Result<Vec<(String, String)>, Error> {
+    let mut out = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if !apply_option(url, k, v, options)? {
+            if extra.contains(&k) {
+                out.push((k.to_owned(), v.to_owned()));
+            } else {
+                return Err(invalid(url, format!("unknown option {k:?}")));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Takes grantid's options out of a server URL's query, keeping the rest for
+/// the driver.
+fn strip_options(url: &str, options: &mut Options) -> Result<String, Error> {
+    let (base, query) = split_query(url);
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if !apply_option(url, k, v, options)? {
+            kept.push(pair);
+        }
+    }
+    Ok(if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    })
+}
+
+fn apply_option(url: &str, key: &str, value: &str, options: &mut Options) -> Result<bool, Error> {
+    let number = || {
+        value
+            .parse::<u64>()
+            .map_err(|_| invalid(url, format!("{key}={value:?} is not a whole number")))
+    };
+    match key {
+        "lease_grace_ms" => options.lease_grace_ms = number()?,
+        "timeout_ms" => {
+            let ms = number()?;
+            if ms == 0 {
+                return Err(invalid(url, "timeout_ms must be at least 1"));
+            }
+            options.timeout = Duration::from_millis(ms);
+        }
+        "log_max" => options.log_max = number()?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_urls() {
+        let u = parse("file:/tmp/x.json?lease_grace_ms=7").unwrap();
+        assert_eq!(u.target, Target::File("/tmp/x.json".into()));
+        assert_eq!(u.options.lease_grace_ms, 7);
+        assert_eq!(
+            parse("file:").unwrap().target,
+            Target::File(default_file_path())
+        );
+        assert_eq!(
+            parse("static:3?state=/s").unwrap().target,
+            Target::Static {
+                worker: 3,
+                state: Some("/s".into())
+            }
+        );
+        let p = parse("postgres://u@h:5/db?sslmode=disable&timeout_ms=9").unwrap();
+        assert_eq!(
+            p.target,
+            Target::Postgres("postgres://u@h:5/db?sslmode=disable".into())
+        );
+        assert_eq!(p.options.timeout, Duration::from_millis(9));
+        assert_eq!(
+            parse("redis://h:1/0").unwrap().target,
+            Target::Redis("redis://h:1/0".into())
+        );
+    }
+
+    #[test]
+    fn ordinals() {
+        assert_eq!(trailing_ordinal("web-3"), Some(3));
+        assert_eq!(trailing_ordinal("12"), Some(12));
+        assert_eq!(trailing_ordinal("web"), None);
+        assert_eq!(trailing_ordinal("web-99999999999"), None);
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem() {
+        for (url, needle) in [
+            ("nothing", "no scheme"),
+            ("ftp://x", "unknown scheme"),
+            ("static:", "not a worker number"),
+            ("static:-1", "not a worker number"),
+            ("static:99999999999", "32 bits"),
+            ("static:env:", "variable name"),
+            ("static:env:GRANTID_SURELY_UNSET_VAR", "is not set"),
+            ("static:1?state=", "needs a path"),
+            ("file:/x?bogus=1", "unknown option"),
+            ("file:/x?timeout_ms=0", "at least 1"),
+            ("postgres:localhost", "expected postgres://"),
+            ("redis://h?lease_grace_ms=abc", "not a whole number"),
+        ] {
+            let e = parse(url).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.message().contains(needle), "{url}: {e}");
+        }
+    }
+}

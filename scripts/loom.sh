@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the loom models of loom-tests/ in release mode, in a target dir of
 # their own (the cfg changes every crate's build).
-#   LOOM_MAX_PREEMPTIONS=3 scripts/loom.sh     a deeper search
+#   LOOM_MAX_PREEMPTIONS=4 scripts/loom.sh     a deeper search (CI uses 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/env.sh

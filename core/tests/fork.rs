@@ -54,14 +54,22 @@ fn in_child(child: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
         libc::close(fds[0]);
         libc::waitpid(pid, &mut status, 0);
     }
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
-    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
 }
 
 #[test]
 fn a_forked_child_reactivates_or_refuses() {
     let source = Scripted::new();
-    let g = Generator::builder(layout(), "fork", source.clone()).start().unwrap();
+    let g = Generator::builder(layout(), "fork", source.clone())
+        .start()
+        .unwrap();
     let mut parent: Vec<u64> = (0..1000).map(|_| g.next_id().unwrap()).collect();
     let parent_stats = g.stats();
 
@@ -79,14 +87,27 @@ fn a_forked_child_reactivates_or_refuses() {
     let (ids, tail) = child.split_at(child.len() - 3);
     assert_eq!(ids.len(), 1500);
     assert!(ids.iter().all(|&id| id != 0), "the child failed to issue");
-    assert_ne!(tail[0], parent_stats.incarnation, "the child has its own incarnation");
-    assert_ne!(tail[1], u64::from(parent_stats.worker.unwrap()), "the child has its own worker");
+    assert_ne!(
+        tail[0], parent_stats.incarnation,
+        "the child has its own incarnation"
+    );
+    assert_ne!(
+        tail[1],
+        u64::from(parent_stats.worker.unwrap()),
+        "the child has its own worker"
+    );
     assert_eq!(tail[2], 1);
     let parents: HashSet<u64> = parent.iter().copied().collect();
     assert_eq!(parents.len(), parent.len());
-    let workers: HashSet<u64> = ids.iter().map(|&id| layout().decode(id).unwrap().worker).collect();
+    let workers: HashSet<u64> = ids
+        .iter()
+        .map(|&id| layout().decode(id).unwrap().worker)
+        .collect();
     assert_eq!(workers.len(), 1);
-    assert!(ids.iter().all(|id| !parents.contains(id)), "the child repeated a parent ID");
+    assert!(
+        ids.iter().all(|id| !parents.contains(id)),
+        "the child repeated a parent ID"
+    );
     // The parent's generator is untouched.
     assert_eq!(g.stats().incarnation, parent_stats.incarnation);
     assert_eq!(g.stats().fork_reactivations, 0);

@@ -39,7 +39,10 @@ fn ten_million_ids_on_two_threads() {
             })
         })
         .collect();
-    let mut all: Vec<u64> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let mut all: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     assert_eq!(all.len(), 2 * PER_THREAD);
     let grants = source.grants();
     let layout = Layout::default();

@@ -1,2 +1,3 @@
-# loom models of the cursor (see scripts/loom.sh for a deeper run).
-LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2} scripts/loom.sh
+# loom models of the cursor, preemption bound 3 (about 15 s). A deeper run:
+#   LOOM_MAX_PREEMPTIONS=4 scripts/loom.sh
+LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-3} scripts/loom.sh

@@ -108,7 +108,9 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
 /// Panics unless the grants of each worker are pairwise disjoint; returns
 /// how many workers were seen.
 pub fn assert_disjoint(grants: &[Grant]) -> usize {
-    let mut by_worker: BTreeMap<(String, u32), Vec<(u64, u64, u64)>> = BTreeMap::new();
+    // (start, end, grant_id) per (namespace, worker).
+    type Spans = Vec<(u64, u64, u64)>;
+    let mut by_worker: BTreeMap<(String, u32), Spans> = BTreeMap::new();
     for g in grants {
         assert!(g.start < g.end, "empty grant {g:?}");
         by_worker

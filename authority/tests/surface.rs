@@ -1,0 +1,221 @@
+//! `from_url` and the generator on every backend: IDs issued end to end,
+//! malformed URLs, unreachable servers, `fork()` children.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::{namespace, random, request, small_layout};
+use grantid::{ErrorKind, Generator, GrantError, Layout, ManualClock};
+use grantid_authority::{Options, StaticAuthority, from_url};
+
+fn issue_ids(url: &str) {
+    let ns = namespace("e2e");
+    let source = from_url(url).unwrap();
+    let generator = Generator::builder(Layout::default(), ns.as_str(), source)
+        .startup_timeout(Duration::from_secs(10))
+        .start()
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let ids = generator.next_ids(5_000).unwrap();
+    let unique: HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let worker = generator.stats().worker.unwrap();
+    assert_eq!(generator.decode(ids[0]).unwrap().worker, u64::from(worker));
+    generator.close();
+}
+
+#[test]
+fn generator_on_file() {
+    issue_ids(&format!("file:{}", common::temp_path("e2e").display()));
+}
+
+#[test]
+fn generator_on_static() {
+    issue_ids("static:7");
+    issue_ids(&format!(
+        "static:8?state={}",
+        common::temp_path("e2e-static").display()
+    ));
+}
+
+#[test]
+fn generator_on_postgres() {
+    if let Some(url) = common::postgres_url() {
+        issue_ids(&url);
+    }
+}
+
+#[test]
+fn generator_on_redis() {
+    if let Some(url) = common::redis_url() {
+        issue_ids(&url);
+    }
+}
+
+#[test]
+fn malformed_urls_are_invalid_arguments() {
+    for (url, needle) in [
+        ("", "no scheme"),
+        ("mysql://x", "unknown scheme"),
+        ("static:web", "not a worker number"),
+        ("postgres://h:notaport/db", "authority URL"),
+        ("redis://h:notaport/", "authority URL"),
+        ("file:/x?lease_grace_ms=-1", "not a whole number"),
+    ] {
+        let e = from_url(url)
+            .err()
+            .unwrap_or_else(|| panic!("{url} was accepted"));
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}: {e}");
+        assert!(e.message().contains(needle), "{url}: {e}");
+    }
+}
+
+#[test]
+fn unreachable_servers_are_unavailable_not_errors_of_from_url() {
+    // Port 1 on localhost: connection refused. A non-routable address:
+    // the connect timeout.
+    for url in [
+        "postgres://postgres@127.0.0.1:1/postgres?timeout_ms=500",
+        "redis://127.0.0.1:1/?timeout_ms=500",
+        "postgres://postgres@10.255.255.1:5432/postgres?timeout_ms=300",
+        "redis://10.255.255.1:6379/?timeout_ms=300",
+    ] {
+        let source = from_url(url).unwrap();
+        let t0 = Instant::now();
+        let r = source.acquire(&request("ns", 1, 1, None, 0, 10, small_layout()));
+        assert!(matches!(r, Err(GrantError::Unavailable(_))), "{url}: {r:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{url}: took {:?}",
+            t0.elapsed()
+        );
+    }
+}
+
+#[test]
+fn static_worker_from_env_and_range() {
+    let var = format!("GRANTID_TEST_POD_{:x}", random());
+    // SAFETY: this test alone reads or writes this uniquely named variable.
+    unsafe { std::env::set_var(&var, "web-3") };
+    let s = from_url(&format!("static:env:{var}")).unwrap();
+    let g = s
+        .acquire(&request("ns", 1, 1, None, 0, 10, small_layout()))
+        .unwrap();
+    assert_eq!(g.worker, 3);
+    let too_big = from_url("static:4").unwrap();
+    let r = too_big.acquire(&request("ns", 1, 1, None, 0, 10, small_layout()));
+    assert!(
+        matches!(r, Err(GrantError::Lost(ref m)) if m.contains("does not fit")),
+        "{r:?}"
+    );
+    let r = s.acquire(&request("ns", 1, 2, Some(2), 0, 10, small_layout()));
+    assert!(matches!(r, Err(GrantError::Lost(_))), "{r:?}");
+}
+
+#[test]
+fn static_state_file_keeps_high_water_across_restarts_and_clock_steps() {
+    let l = small_layout();
+    let path = common::temp_path("static");
+    let clock = ManualClock::new(l.unix_ms_of(10_000));
+    let first =
+        StaticAuthority::new(2, Some(path.clone()), Options::default()).with_clock(clock.clone());
+    let g1 = first.acquire_for_test(&request("ns", 1, 1, None, 0, 100, l));
+    assert_eq!((g1.start, g1.end), (10_000, 10_100));
+    // "Restart" with the clock an hour back: continues after the high-water.
+    clock.set(l.unix_ms_of(10_000) - 3_600_000);
+    let second = StaticAuthority::new(2, Some(path), Options::default()).with_clock(clock.clone());
+    let g2 = second.acquire_for_test(&request("ns", 2, 1, None, 0, 100, l));
+    assert_eq!(g2.start, 10_100);
+    // Without a state file a restart forgets it: the documented caveat.
+    let bare = StaticAuthority::new(2, None, Options::default()).with_clock(clock);
+    let g3 = bare.acquire_for_test(&request("ns", 3, 1, None, 0, 100, l));
+    assert!(
+        g3.start < g1.end,
+        "without state the clock step repeats time"
+    );
+}
+
+trait AcquireForTest {
+    fn acquire_for_test(&self, r: &grantid::GrantRequest) -> grantid::Grant;
+}
+
+impl<S: grantid::GrantSource> AcquireForTest for S {
+    fn acquire_for_test(&self, r: &grantid::GrantRequest) -> grantid::Grant {
+        self.acquire(r).unwrap()
+    }
+}
+
+/// Forks; the child acquires through the same source and reports through a
+/// pipe whether it got a grant. Returns the child's answer.
+fn acquire_in_child(source: &dyn grantid::GrantSource, ns: &str) -> bool {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only uses the source (opening its own connection),
+    // writes one byte and calls _exit; it never returns into the harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = source
+            .acquire(&request(ns, 77, 1, None, 0, 10, small_layout()))
+            .is_ok();
+        let b = [u8::from(ok)];
+        // SAFETY: writes one byte from a valid buffer, then exits.
+        unsafe {
+            libc::write(fds[1], b.as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into a valid buffer; waits for our own child.
+    unsafe {
+        libc::close(fds[1]);
+        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    b[0] == 1
+}
+
+fn fork_child_uses_its_own_connection(url: &str) {
+    let source = from_url(url).unwrap();
+    let ns = namespace("fork");
+    let l = small_layout();
+    // The parent's connection is open before the fork.
+    let g = source.acquire(&request(&ns, 1, 1, None, 0, 10, l)).unwrap();
+    assert!(acquire_in_child(&*source, &ns), "the child got no grant");
+    // The parent's connection still works after the child exited.
+    let g2 = source
+        .acquire(&request(&ns, 1, 2, Some(g.worker), g.end, 10, l))
+        .unwrap();
+    assert!(g2.start >= g.end);
+}
+
+#[test]
+fn fork_child_on_postgres() {
+    if let Some(url) = common::postgres_url() {
+        fork_child_uses_its_own_connection(&url);
+    }
+}
+
+#[test]
+fn fork_child_on_redis() {
+    if let Some(url) = common::redis_url() {
+        fork_child_uses_its_own_connection(&url);
+    }
+}
+
+#[test]
+fn fork_child_of_bare_static_is_refused() {
+    let source = from_url("static:1").unwrap();
+    assert!(!acquire_in_child(&*source, "ns"));
+    let with_state = from_url(&format!(
+        "static:1?state={}",
+        common::temp_path("fork-static").display()
+    ))
+    .unwrap();
+    assert!(acquire_in_child(&*with_state, "ns"));
+}

@@ -1,0 +1,180 @@
+//! The `grantid` command, run as a built binary.
+
+use assert_cmd::Command;
+
+fn grantid() -> Command {
+    Command::cargo_bin("grantid").unwrap()
+}
+
+fn state_url(tag: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("grantid-cli-tests-{}", std::process::id()));
+    format!("file:{}", dir.join(format!("{tag}.json")).display())
+}
+
+#[test]
+fn next_prints_n_increasing_ids() {
+    let out = grantid()
+        .args(["next", "-n", "5", "--authority", &state_url("next")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn two_runs_on_one_file_never_repeat() {
+    let url = state_url("repeat");
+    let mut all = std::collections::HashSet::new();
+    for _ in 0..2 {
+        let out = grantid()
+            .args(["next", "-n", "1000", "--format", "hex", "-a", &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        for l in String::from_utf8(out.stdout).unwrap().lines() {
+            assert!(l.starts_with("0x"));
+            assert!(all.insert(l.to_owned()), "{l} repeated");
+        }
+    }
+    assert_eq!(all.len(), 2000);
+}
+
+#[test]
+fn next_json_has_string_ids_and_fields() {
+    let out = grantid()
+        .args([
+            "next",
+            "-n",
+            "2",
+            "--format",
+            "json",
+            "-a",
+            "static:5",
+            "--namespace",
+            "cli",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for v in &lines {
+        assert!(v["id"].is_string());
+        assert_eq!(v["worker"], 5);
+    }
+}
+
+#[test]
+fn decode_worked_vector() {
+    // DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
+    let out = grantid()
+        .args([
+            "decode",
+            "20497",
+            "--json",
+            "--timestamp-bits",
+            "12",
+            "--worker-bits",
+            "3",
+            "--sequence-bits",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["timestamp"].as_u64(),
+            v["worker"].as_u64(),
+            v["sequence"].as_u64()
+        ),
+        (Some(160), Some(1), Some(1))
+    );
+    assert_eq!(v["id"], "20497");
+    let hex = grantid()
+        .args([
+            "decode",
+            "0x5011",
+            "--timestamp-bits",
+            "12",
+            "--worker-bits",
+            "3",
+            "--sequence-bits",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(hex.status.success());
+    assert!(
+        String::from_utf8(hex.stdout)
+            .unwrap()
+            .contains("timestamp  160")
+    );
+}
+
+#[test]
+fn junk_is_a_clear_error() {
+    for (args, needle) in [
+        (vec!["decode", "junk"], "is not an ID"),
+        (vec!["decode", "0"], "reserved"),
+        (vec!["decode", "99999999999999999999"], "larger than any ID"),
+        (
+            vec!["decode", "5", "--timestamp-bits", "60"],
+            "more than 63",
+        ),
+        (vec!["next", "-a", "ftp://x"], "unknown scheme"),
+        (
+            vec![
+                "next",
+                "-a",
+                "postgres://postgres@127.0.0.1:1/x?timeout_ms=200",
+                "--timeout-ms",
+                "500",
+            ],
+            "UNAVAILABLE",
+        ),
+    ] {
+        let out = grantid().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn authority_init_and_status_on_a_file() {
+    let url = state_url("status");
+    grantid()
+        .args(["authority", "init", &url])
+        .assert()
+        .success();
+    grantid()
+        .args(["next", "-n", "1", "-a", &url, "--namespace", "st"])
+        .assert()
+        .success();
+    let out = grantid()
+        .args(["authority", "status", &url, "--namespace", "st"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("high-water") && text.lines().any(|l| l.starts_with("st ")),
+        "{text}"
+    );
+}

@@ -1,0 +1,18 @@
+# Reference authorities on the real engines (PostgreSQL and Redis started by
+# scripts/lib/services.sh) and the grantid command, then a smoke run of the
+# command on the file authority.
+cargo test -p grantid-authority -p grantid-cli --locked
+smoke=target/authority-smoke
+rm -rf "$smoke" && mkdir -p "$smoke"
+cargo run -q -p grantid-cli --locked -- next -n 3 --authority "file:$smoke/state.json"
+cargo run -q -p grantid-cli --locked -- next -n 1 --format json --authority "file:$smoke/state.json"
+cargo run -q -p grantid-cli --locked -- decode 0x5011 --timestamp-bits 12 --worker-bits 3 --sequence-bits 4
+if [ -n "${GRANTID_TEST_POSTGRES_URL:-}" ]; then
+  cargo run -q -p grantid-cli --locked -- authority init "$GRANTID_TEST_POSTGRES_URL"
+  cargo run -q -p grantid-cli --locked -- next -n 2 --authority "$GRANTID_TEST_POSTGRES_URL" --namespace smoke
+  cargo run -q -p grantid-cli --locked -- authority status "$GRANTID_TEST_POSTGRES_URL" --namespace smoke
+fi
+if [ -n "${GRANTID_TEST_REDIS_URL:-}" ]; then
+  cargo run -q -p grantid-cli --locked -- next -n 2 --authority "$GRANTID_TEST_REDIS_URL" --namespace smoke
+  cargo run -q -p grantid-cli --locked -- authority status "$GRANTID_TEST_REDIS_URL" --namespace smoke
+fi

@@ -46,6 +46,16 @@
 //!   ([`ForkPolicy::Reactivate`]) or refuses with `Closed`.
 //! * **ID 0** is never issued.
 //!
+//! ## Events
+//!
+//! Logged through the `log` facade, target `grantid`, each message starting
+//! with a stable `event=` name: `grant` (debug), `grant_uncertain` and
+//! `grant_refused` (warn), `grant_invalid`, `lease_lost`,
+//! `on_lease_lost_panicked` (error), `fork_reactivate`, `closed` (info),
+//! `release_panicked` (warn).
+//!
+//! ## Threads
+//!
 //! The renewal thread (`grantid-lease`) and the ticker thread
 //! (`grantid-ticker`) run per generator; the grant source and
 //! `on_lease_lost` run on the renewal thread (the first grant is also awaited

@@ -38,6 +38,7 @@ fn _grantid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout::decode, m)?)?;
     m.add_function(wrap_pyfunction!(layout::parse_id, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
+    url::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_EPOCH_MS", grantid::DEFAULT_EPOCH_MS)?;
     m.add("DEFAULT_MAX_DRIFT_MS", grantid::DEFAULT_MAX_DRIFT_MS)?;

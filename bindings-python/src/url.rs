@@ -1,12 +1,21 @@
 //! Authority URLs (`file:PATH`, `postgres://...`, `redis://...`,
-//! `static:N`), opened by `grantid-authority`.
+//! `static:N`), opened by `grantid-authority`, and the texts of its SQL
+//! function and Lua script for the pure-Python helpers.
 
-use grantid::{Error, ErrorKind, GrantSource};
+use grantid::{Error, GrantSource};
+use pyo3::prelude::*;
 
-/// Opens the grant source a URL names.
+/// Opens the grant source a URL names. Blocks at most for the URL's
+/// `timeout_ms`; call it without the GIL.
 pub(crate) fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
-    Err(Error::new(
-        ErrorKind::InvalidArgument,
-        format!("cannot open {url:?}: authority URLs are not available in this build"),
-    ))
+    grantid_authority::from_url(url)
+}
+
+/// Adds the authority texts and defaults the helpers in
+/// `grantid.authorities` need (one source: the authority crate).
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("POSTGRES_SQL", grantid_authority::SQL_V1)?;
+    m.add("REDIS_LUA", grantid_authority::LUA_V1)?;
+    m.add("DEFAULT_LEASE_GRACE_MS", grantid_authority::DEFAULT_LEASE_GRACE_MS)?;
+    Ok(())
 }

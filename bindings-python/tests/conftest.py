@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 class LockedFileSource:
     """A grant source for tests that must work across fork(): the state
-    lives in a JSON file guarded by flock, so a parent and its children
+    lives in a JSON file guarded by a POSIX record lock (lockf: owned by the
+    process, so a child never inherits a lock its parent's renewal thread
+    held at fork time, as it would with flock), so a parent and its children
     never get the same worker or overlapping intervals. It follows the
     design's rule in its simplest form (no lease expiry: a worker once
     held stays held)."""
@@ -30,7 +32,7 @@ class LockedFileSource:
     def __call__(self, request: grantid.GrantRequest) -> Dict[str, Any]:
         self.calls += 1
         with open(self.path, "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.lockf(f, fcntl.LOCK_EX)
             f.seek(0)
             text = f.read()
             state = json.loads(text) if text else {"workers": {}}

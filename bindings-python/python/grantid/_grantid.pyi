@@ -7,6 +7,9 @@ DEFAULT_EPOCH_MS: int
 DEFAULT_MAX_DRIFT_MS: int
 DEFAULT_MAX_BATCH: int
 ERROR_CODES: List[Tuple[str, str]]
+POSTGRES_SQL: str
+REDIS_LUA: str
+DEFAULT_LEASE_GRACE_MS: int
 
 class GrantIdError(Exception):
     code: Optional[str]

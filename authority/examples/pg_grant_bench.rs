@@ -1,0 +1,92 @@
+//! Grants per second and grant latency of an authority with N concurrent
+//! clients, each with its own connection (as N processes would have).
+//!
+//! ```text
+//! scripts/with-services.sh sh -c 'cargo run --release -p grantid-authority \
+//!     --example pg_grant_bench -- "$GRANTID_TEST_POSTGRES_URL" 1 8 64'
+//! ```
+//!
+//! Arguments: an authority URL (any backend), then client counts (default
+//! 1 8 64). Each client takes a worker, then renews it back to back for
+//! `GRANTID_BENCH_SECS` seconds (default 5): one grant per call, as the
+//! generator's renewal thread would, only without pause.
+
+use std::time::{Duration, Instant};
+
+use grantid::{GrantRequest, Layout};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn incarnation() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).expect("random bytes");
+    u64::from_le_bytes(b)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let url = args.next().expect("usage: pg_grant_bench URL [CLIENTS...]");
+    let mut counts: Vec<usize> = args.map(|a| a.parse().expect("client count")).collect();
+    if counts.is_empty() {
+        counts = vec![1, 8, 64];
+    }
+    let secs: u64 = std::env::var("GRANTID_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    println!("clients  grants/s  p50_ms  p99_ms  max_ms  grants");
+    for clients in counts {
+        let namespace = format!("bench-{:x}", incarnation());
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut latencies: Vec<Duration> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..clients)
+                .map(|_| {
+                    let url = url.clone();
+                    let namespace = namespace.clone();
+                    s.spawn(move || {
+                        let source = grantid_authority::from_url(&url).expect("authority URL");
+                        let inc = incarnation();
+                        let mut lat = Vec::new();
+                        let mut held: Option<(u32, u64)> = None;
+                        let mut request_id = 0;
+                        while Instant::now() < deadline {
+                            request_id += 1;
+                            let r = GrantRequest {
+                                namespace: namespace.clone(),
+                                incarnation: inc,
+                                request_id,
+                                worker: held.map(|h| h.0),
+                                not_before: held.map_or(0, |h| h.1),
+                                now: 0,
+                                duration: 1_000,
+                                layout: Layout::default(),
+                            };
+                            let t0 = Instant::now();
+                            let g = source.acquire(&r).expect("grant");
+                            lat.push(t0.elapsed());
+                            held = Some((g.worker, g.end));
+                        }
+                        lat
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("client thread"))
+                .collect()
+        });
+        latencies.sort();
+        let n = latencies.len();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "{clients:>7}  {:>8.0}  {:>6.2}  {:>6.2}  {:>6.2}  {n}",
+            n as f64 / secs as f64,
+            ms(percentile(&latencies, 0.5)),
+            ms(percentile(&latencies, 0.99)),
+            ms(latencies[n - 1]),
+        );
+    }
+}

@@ -32,7 +32,14 @@ test('every ID is a decimal string that round-trips through BigInt and JSON', as
 })
 
 test('1,000,000 IDs in a tight loop: no duplicate, strictly increasing', async () => {
-  const gen = await Generator.start({ grantSource: memoryAuthority(), namespace: 'loop-v1' })
+  // A JS source answers on the JS thread, which this loop keeps busy: grant
+  // enough time up front that the loop never needs a renewal.
+  const gen = await Generator.start({
+    grantSource: memoryAuthority(),
+    namespace: 'loop-v1',
+    grantDurationMs: 60_000,
+    horizonMs: 60_000,
+  })
   try {
     const n = 1_000_000
     const ids = new Array(n)

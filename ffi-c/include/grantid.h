@@ -321,6 +321,22 @@ const char *grantid_version(void);
 grantid_status grantid_generator_new(const struct grantid_generator_options *options,
                                      struct grantid_generator **out);
 
+// Like `grantid_generator_new`, with a reference authority named by `url`
+// instead of the grant callback: `file:PATH` (a flock-guarded state file,
+// one host), `postgres://...`, `redis://...`, `static:N` (see
+// `authority/`). `options->grant` and `options->release` must be NULL;
+// `on_lease_lost`, `user_data` and `free_user_data` work as with
+// `grantid_generator_new`. A malformed URL is `GRANTID_INVALID_ARGUMENT`;
+// an unreachable server is `GRANTID_UNAVAILABLE` after the start-up
+// timeout.
+//
+// # Safety
+//
+// As `grantid_generator_new`; `url` is NULL or a NUL-terminated string.
+grantid_status grantid_generator_new_url(const struct grantid_generator_options *options,
+                                         const char *url,
+                                         struct grantid_generator **out);
+
 // Writes the next ID to `*out_id`. Lock-free; waits (up to `max_wait_ms`)
 // only when the clock must move first. Errors: `GRANTID_NOT_YET_VALID`,
 // `GRANTID_GRANT_EXHAUSTED`, `GRANTID_UNAVAILABLE`,

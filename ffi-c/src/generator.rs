@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use grantid::Generator;
+use grantid::{Generator, GrantSource};
 
 use crate::callback::{CSource, UserData, lease_lost};
 use crate::guard::{Failure, arg, guard, invalid, out_arg};
@@ -50,29 +50,91 @@ pub unsafe extern "C" fn grantid_generator_new(
     guard(|| {
         // SAFETY: `options` is NULL or valid per the caller's contract.
         let options = unsafe { arg(options, "options") }?;
-        // From here `user_data` is ours: every early return frees it.
-        let user = UserData::new(options.user_data, options.free_user_data);
-        let out = out_arg(out, "out")?;
-        let grant = options.grant.ok_or(Failure::Null("options.grant"))?;
-        // SAFETY: `options.namespace` is NULL or NUL-terminated per the contract.
-        let namespace = unsafe { options.namespace() }?;
-        let layout = options.layout.to_core()?;
-        let source = CSource {
-            grant,
-            release: options.release,
-            user: Arc::clone(&user),
+        let make_source = |user| -> Result<Box<dyn GrantSource>, Failure> {
+            let grant = options.grant.ok_or(Failure::Null("options.grant"))?;
+            Ok(Box::new(CSource {
+                grant,
+                release: options.release,
+                user,
+            }))
         };
-        let mut builder = options.apply(Generator::builder(layout, namespace, source))?;
-        if let Some(callback) = options.on_lease_lost {
-            builder = builder.on_lease_lost(lease_lost(callback, Arc::clone(&user)));
-        }
-        drop(user);
-        let generator = builder.start()?;
-        let handle = Box::into_raw(Box::new(grantid_generator { inner: generator }));
-        // SAFETY: `out` is non-NULL and writable per the caller's contract.
-        unsafe { out.write(handle) };
-        Ok(())
+        // SAFETY: `options` and `out` as the caller's contract says.
+        unsafe { start(options, out, make_source) }
     })
+}
+
+/// Like `grantid_generator_new`, with a reference authority named by `url`
+/// instead of the grant callback: `file:PATH` (a flock-guarded state file,
+/// one host), `postgres://...`, `redis://...`, `static:N` (see
+/// `authority/`). `options->grant` and `options->release` must be NULL;
+/// `on_lease_lost`, `user_data` and `free_user_data` work as with
+/// `grantid_generator_new`. A malformed URL is `GRANTID_INVALID_ARGUMENT`;
+/// an unreachable server is `GRANTID_UNAVAILABLE` after the start-up
+/// timeout.
+///
+/// # Safety
+///
+/// As `grantid_generator_new`; `url` is NULL or a NUL-terminated string.
+#[cfg(feature = "authority")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_generator_new_url(
+    options: *const grantid_generator_options,
+    url: *const std::ffi::c_char,
+    out: *mut *mut grantid_generator,
+) -> grantid_status {
+    guard(|| {
+        // SAFETY: `options` is NULL or valid per the caller's contract.
+        let options = unsafe { arg(options, "options") }?;
+        let make_source = |_user| -> Result<Box<dyn GrantSource>, Failure> {
+            if url.is_null() {
+                return Err(Failure::Null("url"));
+            }
+            if options.grant.is_some() || options.release.is_some() {
+                return Err(invalid(
+                    "options.grant and options.release must be NULL with an authority URL",
+                ));
+            }
+            // SAFETY: `url` is non-NULL and NUL-terminated per the contract.
+            let url = unsafe { std::ffi::CStr::from_ptr(url) };
+            let url = url
+                .to_str()
+                .map_err(|_| invalid(format!("the authority URL {url:?} is not UTF-8")))?;
+            Ok(grantid_authority::from_url(url)?)
+        };
+        // SAFETY: `options` and `out` as the caller's contract says.
+        unsafe { start(options, out, make_source) }
+    })
+}
+
+/// Takes ownership of `user_data`, makes the source, applies the options,
+/// starts the generator and writes its handle to `*out`.
+///
+/// # Safety
+///
+/// `options` follows its documentation; `out` is NULL or writable for one
+/// pointer.
+unsafe fn start(
+    options: &grantid_generator_options,
+    out: *mut *mut grantid_generator,
+    source: impl FnOnce(Arc<UserData>) -> Result<Box<dyn GrantSource>, Failure>,
+) -> Result<(), Failure> {
+    // From here `user_data` is ours: every early return frees it.
+    let user = UserData::new(options.user_data, options.free_user_data);
+    let out = out_arg(out, "out")?;
+    let source = source(Arc::clone(&user))?;
+    // SAFETY: `options.namespace_` is NULL or NUL-terminated per the contract.
+    let namespace = unsafe { options.namespace() }?;
+    let layout = options.layout.to_core()?;
+    let mut builder = options.apply(Generator::builder(layout, namespace, source))?;
+    if let Some(callback) = options.on_lease_lost {
+        builder = builder.on_lease_lost(lease_lost(callback, Arc::clone(&user)));
+    }
+    drop(user);
+    let generator = builder.start()?;
+    let handle = Box::into_raw(Box::new(grantid_generator { inner: generator }));
+    // SAFETY: `out` is non-NULL and writable per the caller's contract.
+    unsafe { out.write(handle) };
+    Ok(())
 }
 
 /// Borrows the generator behind a handle.

@@ -51,6 +51,8 @@ pub use callback::{
     grantid_free_fn, grantid_grant, grantid_grant_fn, grantid_grant_request, grantid_lease_lost_fn,
     grantid_release_fn,
 };
+#[cfg(feature = "authority")]
+pub use generator::grantid_generator_new_url;
 pub use generator::{
     grantid_decode, grantid_generator, grantid_generator_close, grantid_generator_free,
     grantid_generator_layout, grantid_generator_new, grantid_next_id, grantid_next_ids,

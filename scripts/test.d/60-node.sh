@@ -1,0 +1,22 @@
+# Node package (bindings-node): npm ci from the committed lockfile, the napi
+# build, the node --test suite, the index.d.ts / index.js drift check, and
+# tsc --noEmit on a sample using the API.
+#
+# The addon is built with the dev profile into the workspace's target
+# directory, so it reuses what the Rust test step already compiled.
+cd bindings-node
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "node and npm are required (Node >= 20): install them, e.g. apt-get install -y nodejs npm" >&2
+  exit 1
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/../target}"
+npm ci --no-audit --no-fund --loglevel=error
+npx napi build --platform
+# node --test runs every *.test.js / *.test.mjs under __test__/.
+node --test --test-reporter=spec __test__/
+# The committed declarations and loader must match what the build generates.
+git diff --exit-code -- index.d.ts index.js || {
+  echo "bindings-node/index.d.ts or index.js drifted from the Rust sources: run 'npx napi build --platform' and commit them" >&2
+  exit 1
+}
+npx tsc -p __test__/types

@@ -50,10 +50,13 @@ pub struct NamespaceRecord {
 pub struct Allocator {
     /// Namespaces by name.
     pub namespaces: HashMap<String, NamespaceRecord>,
-    /// Recorded answers by (incarnation, request_id).
-    pub answers: HashMap<(u64, u64), Grant>,
-    /// Every grant made, in order.
-    pub log: Vec<Grant>,
+    /// Recorded answers by (namespace, incarnation, request_id), kept while
+    /// the grant's lease lives (a retry comes within seconds).
+    pub answers: HashMap<(String, u64, u64), Grant>,
+    /// The grants made, in order (the newest `log_capacity`).
+    pub log: std::collections::VecDeque<Grant>,
+    /// How many grants `log` keeps.
+    pub log_capacity: usize,
     /// How long a worker lease outlives its grant's end, in ticks.
     pub lease_grace: u64,
 }
@@ -64,14 +67,25 @@ impl Allocator {
     pub fn new(lease_grace: u64) -> Allocator {
         Allocator {
             lease_grace,
+            log_capacity: 100_000,
             ..Allocator::default()
         }
     }
 
     /// Applies the rule to one request at authority time `now` (ticks).
     pub fn allocate(&mut self, request: &GrantRequest, now: u64) -> Result<Grant, GrantError> {
-        if let Some(g) = self.answers.get(&(request.incarnation, request.request_id)) {
+        let key = (
+            request.namespace.clone(),
+            request.incarnation,
+            request.request_id,
+        );
+        if let Some(g) = self.answers.get(&key) {
             return Ok(g.clone());
+        }
+        if self.answers.len() >= 1024 {
+            let grace = self.lease_grace;
+            self.answers
+                .retain(|_, g| g.end.saturating_add(grace) > now);
         }
         let layout = request.layout;
         let ns = self
@@ -136,9 +150,11 @@ impl Allocator {
             start,
             end,
         };
-        self.answers
-            .insert((request.incarnation, request.request_id), grant.clone());
-        self.log.push(grant.clone());
+        self.answers.insert(key, grant.clone());
+        while self.log.len() >= self.log_capacity.max(1) {
+            self.log.pop_front();
+        }
+        self.log.push_back(grant.clone());
         Ok(grant)
     }
 
@@ -232,7 +248,7 @@ impl MemoryAuthority {
 
     /// Every grant made so far.
     pub fn grants(&self) -> Vec<Grant> {
-        self.lock().log.clone()
+        self.lock().log.iter().cloned().collect()
     }
 
     /// Gives `worker` of `namespace` to another incarnation, as another
@@ -326,6 +342,26 @@ mod tests {
         // The old holder of an expired lease may renew while nobody took it.
         let g0 = a.allocate(&req(1, 3, Some(0), 120, 130), 130).unwrap();
         assert_eq!(g0.start, 130);
+    }
+
+    #[test]
+    fn answers_are_per_namespace_and_pruned() {
+        let mut a = Allocator::new(5);
+        let g1 = a.allocate(&req(1, 1, None, 0, 100), 100).unwrap();
+        let mut other = req(1, 1, None, 0, 100);
+        other.namespace = "other".into();
+        let g2 = a.allocate(&other, 100).unwrap();
+        assert_eq!(g2.namespace, "other");
+        assert_ne!(g1.namespace, g2.namespace);
+        for id in 2..1_200 {
+            let r = req(id, 1, None, 0, 100 + 3 * id);
+            let g = a.allocate(&r, 100 + 3 * id).unwrap();
+            a.release(&g, 100 + 3 * id);
+        }
+        assert!(a.answers.len() <= 1024, "{}", a.answers.len());
+        a.log_capacity = 10;
+        a.allocate(&req(9_999, 1, None, 0, 4_000), 4_000).unwrap();
+        assert_eq!(a.log.len(), 10);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 """Type stubs of the extension module grantid._grantid (built from src/)."""
 
-from typing import Any, Callable, Dict, List, Literal, Mapping, Optional, Protocol, Tuple, TypedDict, Union
+from typing import final, Any, Callable, Dict, List, Literal, Mapping, Optional, Protocol, Tuple, TypedDict, Union
 
 __version__: str
 DEFAULT_EPOCH_MS: int
@@ -38,6 +38,7 @@ class InvalidArgument(GrantIdError, ValueError):
 class Closed(GrantIdError):
     code: str
 
+@final
 class Layout:
     def __init__(
         self,
@@ -70,6 +71,7 @@ class Layout:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class Decoded:
     @property
     def timestamp(self) -> int: ...
@@ -83,6 +85,7 @@ class Decoded:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class Grant:
     def __init__(
         self,
@@ -110,6 +113,7 @@ class Grant:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class GrantRequest:
     @property
     def namespace(self) -> str: ...
@@ -132,18 +136,21 @@ class GrantRequest:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+@final
 class LeaseLostEvent:
     @property
     def worker(self) -> int: ...
     @property
     def reason(self) -> str: ...
 
+@final
 class ManualClock:
     def __init__(self, unix_ms: int) -> None: ...
     def set(self, unix_ms: int) -> None: ...
     def advance(self, delta_ms: int) -> None: ...
     def now_ms(self) -> int: ...
 
+@final
 class MemoryAuthority:
     def __init__(self) -> None: ...
     def grants(self) -> List[Grant]: ...
@@ -177,6 +184,7 @@ GrantSource = Union[
     GrantSourceObject,
 ]
 
+@final
 class Generator:
     def __init__(
         self,

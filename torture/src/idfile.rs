@@ -114,22 +114,33 @@ pub struct Header {
     pub pid: u64,
 }
 
-/// Reads a record file: its header, then calls `each` per ID. Returns the
-/// header and the number of trailing bytes that did not make a whole record.
-pub fn read(path: &Path, mut each: impl FnMut(u64)) -> io::Result<(Header, usize)> {
-    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
+/// Reads the header of a record file.
+pub fn header(path: &Path) -> io::Result<Header> {
     let mut header = [0u8; HEADER_LEN];
-    r.read_exact(&mut header)?;
+    File::open(path)?.read_exact(&mut header)?;
+    parse_header(path, &header)
+}
+
+fn parse_header(path: &Path, header: &[u8; HEADER_LEN]) -> io::Result<Header> {
     if &header[..8] != MAGIC {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: not a record file", path.display()),
         ));
     }
-    let h = Header {
+    Ok(Header {
         incarnation: u64::from_le_bytes(header[8..16].try_into().expect("8 bytes")),
         pid: u64::from_le_bytes(header[16..24].try_into().expect("8 bytes")),
-    };
+    })
+}
+
+/// Reads a record file: its header, then calls `each` per ID. Returns the
+/// header and the number of trailing bytes that did not make a whole record.
+pub fn read(path: &Path, mut each: impl FnMut(u64)) -> io::Result<(Header, usize)> {
+    let mut r = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let mut header = [0u8; HEADER_LEN];
+    r.read_exact(&mut header)?;
+    let h = parse_header(path, &header)?;
     let mut chunk = vec![0u8; 1 << 16];
     let mut carry = 0usize;
     loop {
@@ -167,6 +178,7 @@ mod tests {
         let mut got = Vec::new();
         let (h, torn) = read(&path, |id| got.push(id)).unwrap();
         assert_eq!(h.incarnation, 0xfeed);
+        assert_eq!(header(&path).unwrap(), h);
         assert_eq!(h.pid, u64::from(std::process::id()));
         assert_eq!(torn, 3);
         assert_eq!(got, (1..=10_000).collect::<Vec<_>>());

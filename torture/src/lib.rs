@@ -18,11 +18,15 @@
 
 pub mod args;
 pub mod check;
+pub mod faults;
+pub mod fleet;
+pub mod harness;
 pub mod idfile;
 pub mod pgserver;
 pub mod skewclock;
 pub mod sources;
 pub mod status;
+pub mod verify;
 pub mod worker;
 
 use grantid::{DEFAULT_EPOCH_MS, Error, Layout};

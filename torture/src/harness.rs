@@ -1,0 +1,466 @@
+//! The harness: a throwaway PostgreSQL, the worker fleet, the fault
+//! schedule, the end-of-run proof and its summary.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::args::Args;
+use crate::faults::{self, Fault, FaultLog, FaultTiming};
+use crate::fleet::{Fleet, Launch, WorkerSpec};
+use crate::pgserver::PgServer;
+use crate::status::Status;
+use crate::verify::{self, Findings};
+
+/// The worker value the fault-injection fake grant uses.
+pub const FAKE_GRANT_WORKER: u32 = 15;
+
+/// The harness's options.
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    /// Worker processes running at once.
+    pub processes: usize,
+    /// Threads per process.
+    pub threads: usize,
+    /// IDs per second per thread (0 = as fast as possible).
+    pub rate: u64,
+    /// Length of the faulty phase.
+    pub duration: Duration,
+    /// Mean pause between two harness faults.
+    pub fault_interval: Duration,
+    /// Fault kinds to inject.
+    pub faults: Vec<Fault>,
+    /// Clock steps inside half of the workers.
+    pub clock_faults: bool,
+    /// Grant length (ms).
+    pub grant_ms: u64,
+    /// Horizon (ms).
+    pub horizon_ms: u64,
+    /// Authority lease grace (ms).
+    pub lease_grace_ms: u64,
+    /// `max_drift_ms` of the workers.
+    pub max_drift_ms: u64,
+    /// PostgreSQL downtime per restart fault (ms).
+    pub pg_down_ms: u64,
+    /// Fail unless at least this many IDs were recorded.
+    pub min_ids: u64,
+    /// Load the IDs into PostgreSQL at the end.
+    pub pg_check: bool,
+    /// Use this server instead of a throwaway one (no PostgreSQL faults).
+    pub reuse_url: Option<String>,
+    /// Where the files go (a new temporary directory if `None`).
+    pub work_dir: Option<PathBuf>,
+    /// Keep the record files.
+    pub keep: bool,
+    /// FAULT INJECTION: the first two slots share one fake grant (the
+    /// checks must then fail).
+    pub fault_shared_fake_grant: bool,
+    /// Random seed (faults, clock schedule choices are per process).
+    pub seed: u64,
+}
+
+/// Options the harness accepts (`--help` prints them).
+pub const HELP: &str = "\
+torture-harness: many grantid worker processes against a throwaway PostgreSQL
+authority, with kill -9, SIGSTOP past the grant (+ takeover), PostgreSQL
+stop/start and clock steps; then proves 0 duplicates and 0 IDs outside the
+authority's grant log.
+
+  --processes N          worker processes at once (4)
+  --threads N            threads per process (2)
+  --rate N               IDs/s per thread, 0 = unlimited (25000)
+  --duration-s N         length of the faulty phase (60)
+  --fault-interval-ms N  mean pause between harness faults (3000)
+  --faults LIST          kill,stop,postgres,clock or none (all)
+  --grant-ms N           grant length (200)
+  --horizon-ms N         committed time kept ahead (400)
+  --lease-grace-ms N     authority lease grace (200)
+  --max-drift-ms N       generator max_drift_ms (100)
+  --pg-down-ms N         PostgreSQL downtime per restart (2500)
+  --min-ids N            fail below this many recorded IDs (0)
+  --no-pg-check          skip loading the IDs into a BIGINT PRIMARY KEY table
+  --reuse-postgres URL   use this server (no postgres faults)
+  --work-dir DIR         record files here (default: a new temp dir)
+  --keep                 keep the record files
+  --seed N               random seed
+  --fault-shared-fake-grant
+                         FAULT INJECTION: two workers bypass the authority
+                         with one shared fake grant; the run must FAIL
+";
+
+const FLAGS: &[&str] = &["no-pg-check", "keep", "fault-shared-fake-grant", "help"];
+const OPTIONS: &[&str] = &[
+    "processes",
+    "threads",
+    "rate",
+    "duration-s",
+    "fault-interval-ms",
+    "faults",
+    "grant-ms",
+    "horizon-ms",
+    "lease-grace-ms",
+    "max-drift-ms",
+    "pg-down-ms",
+    "min-ids",
+    "no-pg-check",
+    "reuse-postgres",
+    "work-dir",
+    "keep",
+    "seed",
+    "fault-shared-fake-grant",
+    "help",
+];
+
+impl HarnessConfig {
+    /// Parses the command line; `Ok(None)` for `--help`.
+    pub fn from_argv(argv: impl IntoIterator<Item = String>) -> Result<Option<Self>, String> {
+        let a = Args::parse(argv, FLAGS)?;
+        a.only(OPTIONS)?;
+        if a.flag("help") {
+            return Ok(None);
+        }
+        let mut faults = Vec::new();
+        let mut clock_faults = false;
+        for k in a.str("faults").unwrap_or("kill,stop,postgres,clock").split(',') {
+            match k.trim() {
+                "kill" => faults.push(Fault::Kill),
+                "stop" => faults.push(Fault::Stop),
+                "postgres" => faults.push(Fault::Postgres),
+                "clock" => clock_faults = true,
+                "none" | "" => {}
+                other => return Err(format!("--faults: unknown kind {other:?}")),
+            }
+        }
+        let c = HarnessConfig {
+            processes: a.get("processes", 4)?,
+            threads: a.get("threads", 2)?,
+            rate: a.get("rate", 25_000)?,
+            duration: Duration::from_secs(a.get("duration-s", 60)?),
+            fault_interval: Duration::from_millis(a.get("fault-interval-ms", 3_000)?),
+            faults,
+            clock_faults,
+            grant_ms: a.get("grant-ms", 200)?,
+            horizon_ms: a.get("horizon-ms", 400)?,
+            lease_grace_ms: a.get("lease-grace-ms", 200)?,
+            max_drift_ms: a.get("max-drift-ms", 100)?,
+            pg_down_ms: a.get("pg-down-ms", 2_500)?,
+            min_ids: a.get("min-ids", 0)?,
+            pg_check: !a.flag("no-pg-check"),
+            reuse_url: a.str("reuse-postgres").map(str::to_owned),
+            work_dir: a.str("work-dir").map(PathBuf::from),
+            keep: a.flag("keep"),
+            fault_shared_fake_grant: a.flag("fault-shared-fake-grant"),
+            seed: a.get("seed", fastrand::u64(..))?,
+        };
+        if c.processes == 0 || c.processes > 12 {
+            return Err("--processes must be 1..=12 (the layout has 16 workers)".into());
+        }
+        if c.faults.contains(&Fault::Stop) && c.processes < 2 {
+            return Err("the stop fault needs --processes 2 or more".into());
+        }
+        if c.fault_shared_fake_grant && c.processes < 2 {
+            return Err("--fault-shared-fake-grant needs --processes 2 or more".into());
+        }
+        if c.reuse_url.is_some() && c.faults.contains(&Fault::Postgres) {
+            return Err("--reuse-postgres cannot be combined with postgres faults".into());
+        }
+        Ok(Some(c))
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn catch_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs an async-signal-safe handler (one atomic store).
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// Everything the summary shows.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Process starts.
+    pub processes: usize,
+    /// Faults.
+    pub faults: FaultLog,
+    /// Sums over the final status of every process.
+    pub totals: Status,
+    /// Checks.
+    pub findings: Findings,
+    /// Problems: each one fails the run.
+    pub problems: Vec<String>,
+    /// Wall time.
+    pub wall: Duration,
+}
+
+/// Runs the torture; returns the outcome (`problems` empty = pass).
+pub fn run(c: &HarnessConfig) -> Result<Outcome, String> {
+    let started = Instant::now();
+    fastrand::seed(c.seed);
+    catch_interrupts();
+    let dir = match &c.work_dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("grantid-torture.{:016x}", fastrand::u64(..))),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run_in(c, &dir, started);
+    if !c.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<Outcome, String> {
+    let layout = crate::torture_layout().map_err(|e| e.to_string())?;
+    let mut pg = match &c.reuse_url {
+        Some(_) => None,
+        None => Some(PgServer::start()?),
+    };
+    let base_url = match (&c.reuse_url, &pg) {
+        (Some(u), _) => u.clone(),
+        (None, Some(p)) => p.url(),
+        (None, None) => unreachable!("a server was started above"),
+    };
+    let sep = if base_url.contains('?') { '&' } else { '?' };
+    let url = format!(
+        "{base_url}{sep}lease_grace_ms={}&timeout_ms=1000",
+        c.lease_grace_ms
+    );
+    grantid_authority::open(&url)
+        .and_then(|a| a.init())
+        .map_err(|e| format!("authority init: {e}"))?;
+    let namespace = format!("torture-{:016x}", fastrand::u64(..));
+    let exe = std::env::current_exe()
+        .map_err(|e| e.to_string())?
+        .with_file_name("torture-worker");
+    let spec = WorkerSpec {
+        exe,
+        url,
+        namespace: namespace.clone(),
+        threads: c.threads,
+        rate: c.rate,
+        grant_ms: c.grant_ms,
+        horizon_ms: c.horizon_ms,
+        max_drift_ms: c.max_drift_ms,
+    };
+    let timing = FaultTiming {
+        horizon_ms: c.horizon_ms,
+        lease_grace_ms: c.lease_grace_ms,
+        pg_down_ms: c.pg_down_ms,
+        epoch_ms: layout.epoch_ms(),
+    };
+    let mut fleet = Fleet::new(spec, dir);
+    let mut out = Outcome::default();
+    for slot in 0..c.processes {
+        let launch = Launch {
+            clock_faults: c.clock_faults && slot % 2 == 0,
+            prefer_worker: None,
+            fake_grant: (c.fault_shared_fake_grant && slot < 2).then_some(FAKE_GRANT_WORKER),
+        };
+        fleet.spawn(slot, launch)?;
+    }
+    for slot in 0..c.processes {
+        if fleet
+            .wait_status(slot, Duration::from_secs(30), |s| s.has("worker"))
+            .is_none()
+        {
+            out.problems
+                .push(format!("slot {slot} got no first grant within 30 s"));
+        }
+    }
+    eprintln!(
+        "torture: {} processes x {} threads, namespace {namespace}, files in {}",
+        c.processes,
+        c.threads,
+        dir.display()
+    );
+
+    // The faulty phase: every enabled kind once, in order, then at random.
+    let end = Instant::now() + c.duration;
+    let mut n = 0usize;
+    let mut next = Instant::now() + c.fault_interval / 2;
+    while Instant::now() < end && !INTERRUPTED.load(Ordering::SeqCst) {
+        fleet.reap_crashes()?;
+        if Instant::now() < next || c.faults.is_empty() {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let kind = if n < c.faults.len() {
+            c.faults[n]
+        } else {
+            c.faults[fastrand::usize(..c.faults.len())]
+        };
+        n += 1;
+        eprintln!("torture: {:>6.1}s fault {kind:?}", started.elapsed().as_secs_f64());
+        match kind {
+            Fault::Kill => faults::kill(&mut fleet, &mut out.faults)?,
+            Fault::Stop => faults::stop(&mut fleet, timing, &mut out.faults)?,
+            Fault::Postgres => match pg.as_mut() {
+                Some(server) => faults::postgres(&mut fleet, server, timing, &mut out.faults)?,
+                None => unreachable!("refused by the options"),
+            },
+        }
+        let jitter = 0.5 + fastrand::f64();
+        next = Instant::now() + c.fault_interval.mul_f64(jitter);
+    }
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        out.problems.push("interrupted".into());
+    }
+    fleet.reap_crashes()?;
+    out.problems.extend(fleet.stop_all(Duration::from_secs(30)));
+    out.problems.extend(fleet.unexpected_exits.iter().cloned());
+    out.processes = fleet.all.len();
+    for p in &fleet.all {
+        if let Some(s) = p.read_status() {
+            for (k, v) in &s.0 {
+                if !matches!(k.as_str(), "pid" | "incarnation" | "worker" | "first_worker" | "grant_end" | "done" | "uptime_ms") {
+                    out.totals.set(k, out.totals.get(k) + v);
+                }
+            }
+        }
+    }
+
+    // The proof.
+    eprintln!("torture: {:>6.1}s checking", started.elapsed().as_secs_f64());
+    let check_url = c.reuse_url.clone().unwrap_or_else(|| pg.as_ref().map(PgServer::url).unwrap_or_default());
+    let mut client = verify::connect(&check_url)?;
+    let grants = verify::load_grants(&mut client, &namespace)?;
+    out.findings = verify::check_files(&fleet.all, &layout, &grants, &dir.join("scratch"))?;
+    if c.pg_check {
+        eprintln!("torture: {:>6.1}s loading IDs into PostgreSQL", started.elapsed().as_secs_f64());
+        verify::pg_check(&mut client, &fleet.all, &mut out.findings)?;
+    }
+    judge(c, &mut out);
+    out.wall = started.elapsed();
+    drop(fleet);
+    drop(pg);
+    Ok(out)
+}
+
+/// Adds a problem for every failed check.
+fn judge(c: &HarnessConfig, out: &mut Outcome) {
+    let f = &out.findings;
+    let mut p = Vec::new();
+    if f.dups.duplicates > 0 {
+        p.push(format!("{} duplicate IDs (e.g. {:?})", f.dups.duplicates, f.dups.samples));
+    }
+    if f.outside > 0 {
+        p.push(format!("{} IDs outside every logged grant of their worker", f.outside));
+    }
+    if f.foreign > 0 {
+        p.push(format!("{} IDs inside another incarnation's grant", f.foreign));
+    }
+    if f.overlaps > 0 {
+        p.push(format!("the grant log has {} overlapping grants", f.overlaps));
+    }
+    if let Some(rows) = f.pg_rows {
+        if f.pg_dups > 0 || rows != f.ids {
+            p.push(format!(
+                "PostgreSQL check: {rows} keyed rows for {} IDs, {} duplicates",
+                f.ids, f.pg_dups
+            ));
+        }
+    }
+    if f.ids < c.min_ids {
+        p.push(format!("only {} IDs recorded, fewer than {}", f.ids, c.min_ids));
+    }
+    let fl = &out.faults;
+    for kind in &c.faults {
+        let missing = match kind {
+            Fault::Kill => fl.kills == 0,
+            Fault::Stop => fl.stops == 0 || fl.takeovers < fl.stops || fl.losses_seen < fl.stops,
+            Fault::Postgres => fl.pg_restarts == 0,
+        };
+        if missing {
+            p.push(format!("fault {kind:?} was not injected (and verified)"));
+        }
+    }
+    if c.clock_faults && (out.totals.get("skew_back") == 0 || out.totals.get("skew_forward") == 0) {
+        p.push("clock faults were not injected".into());
+    }
+    p.extend(fl.failures.iter().cloned());
+    out.problems.extend(p);
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// The summary printed at the end of a run.
+pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
+    let f = &o.findings;
+    let t = &o.totals;
+    let fl = &o.faults;
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("  {k:<22} {v}\n"));
+    line("processes", format!(
+        "{} started ({} at a time, {} threads each, {} IDs/s per thread{})",
+        o.processes,
+        c.processes,
+        c.threads,
+        if c.rate == 0 { "unlimited".to_string() } else { thousands(c.rate) },
+        if c.fault_shared_fake_grant { "; FAULT INJECTION: 2 share a fake grant" } else { "" }
+    ));
+    line("IDs recorded", format!(
+        "{} in {} files (generators issued {}; torn tail bytes {})",
+        thousands(f.ids), f.files, thousands(t.get("ids_issued")), f.torn_bytes
+    ));
+    line("fault kill -9", format!("{} (each restarted with a fresh incarnation)", fl.kills));
+    line("fault SIGSTOP", format!(
+        "{} (worker taken over by another process: {}, loss seen after SIGCONT: {})",
+        fl.stops, fl.takeovers, fl.losses_seen
+    ));
+    line("fault postgres", format!(
+        "{} stop/start (workers saw uncertainty {}/{}, issued again {}/{})",
+        fl.pg_restarts, fl.pg_uncertain_seen, fl.pg_expected, fl.pg_recovered, fl.pg_expected
+    ));
+    line("fault clock", format!(
+        "{} steps back, {} forward (ClockRollback errors {}, rollbacks seen {})",
+        t.get("skew_back"), t.get("skew_forward"), t.get("err_clock_rollback"), t.get("clock_rollbacks")
+    ));
+    let errs: Vec<String> = t
+        .0
+        .iter()
+        .filter(|(k, _)| k.starts_with("err_"))
+        .map(|(k, v)| format!("{}={v}", &k[4..]))
+        .collect();
+    line("errors seen", if errs.is_empty() { "none".into() } else { errs.join(" ") });
+    line("lease", format!(
+        "{} grants acquired, {} renewals, {} uncertain retries, {} losses",
+        t.get("grants_acquired"), t.get("renewals"), t.get("uncertain_retries"), t.get("lease_losses")
+    ));
+    line("grant log", format!(
+        "{} grants over {} workers, {} overlaps", f.grants, f.workers, f.overlaps
+    ));
+    line("duplicates", format!("{}", f.dups.duplicates));
+    line("outside grants", format!("{} (in another incarnation's grant: {})", f.outside, f.foreign));
+    line("postgres check", match (f.pg_rows, &f.pg_refusal) {
+        (None, _) => "skipped".into(),
+        (Some(r), None) => format!("{} rows in a BIGINT PRIMARY KEY table, 0 refused", thousands(r)),
+        (Some(r), Some(why)) => format!("keyed COPY refused ({why}); {} distinct, {} duplicates", thousands(r), f.pg_dups),
+    });
+    line("wall time", format!("{:.1} s", o.wall.as_secs_f64()));
+    for sample in &f.samples {
+        s.push_str(&format!("  ! {sample}\n"));
+    }
+    for problem in &o.problems {
+        s.push_str(&format!("  FAIL: {problem}\n"));
+    }
+    s.push_str(if o.problems.is_empty() { "RESULT: PASS\n" } else { "RESULT: FAIL\n" });
+    format!("torture summary (seed {})\n{s}", c.seed)
+}

@@ -1,0 +1,215 @@
+//! The end of a run: load the grant log, read every record file, count
+//! duplicates and IDs outside their grants, and load the IDs into a
+//! PostgreSQL `BIGINT PRIMARY KEY` table as an independent count.
+
+use std::path::Path;
+
+use grantid::Layout;
+use postgres::binary_copy::BinaryCopyInWriter;
+use postgres::types::Type;
+use postgres::{Client, NoTls};
+
+use crate::check::{DupCounter, DupReport, GrantIndex, LoggedGrant, Placement};
+use crate::fleet::Proc;
+use crate::idfile;
+
+/// What the checks found.
+#[derive(Debug, Default)]
+pub struct Findings {
+    /// IDs read from the record files.
+    pub ids: u64,
+    /// Record files read.
+    pub files: usize,
+    /// Trailing partial records (writes cut by a kill -9), ignored.
+    pub torn_bytes: u64,
+    /// Duplicate count and samples.
+    pub dups: DupReport,
+    /// IDs whose (worker, tick) lies in no logged grant of that worker.
+    pub outside: u64,
+    /// IDs inside a grant made for another incarnation than the recording
+    /// process's.
+    pub foreign: u64,
+    /// A few offending IDs with their file.
+    pub samples: Vec<String>,
+    /// Grants in the log.
+    pub grants: u64,
+    /// Worker values in the log.
+    pub workers: usize,
+    /// Overlapping grants of one worker in the log.
+    pub overlaps: u64,
+    /// Independent check: rows in the `BIGINT PRIMARY KEY` table, and the
+    /// duplicates PostgreSQL counted (None when skipped).
+    pub pg_rows: Option<u64>,
+    /// Duplicates PostgreSQL counted.
+    pub pg_dups: u64,
+    /// Why the PostgreSQL check refused the COPY into the keyed table.
+    pub pg_refusal: Option<String>,
+}
+
+/// Loads the grant log of `namespace`.
+pub fn load_grants(client: &mut Client, namespace: &str) -> Result<GrantIndex, String> {
+    let rows = client
+        .query(
+            "SELECT worker, incarnation, start_tick, end_tick FROM grantid.grant_log \
+             WHERE namespace = $1",
+            &[&namespace],
+        )
+        .map_err(|e| format!("cannot read grantid.grant_log: {e}"))?;
+    Ok(GrantIndex::new(rows.iter().map(|r| LoggedGrant {
+        worker: r.get::<_, i64>(0) as u32,
+        incarnation: r.get::<_, i64>(1) as u64,
+        start: r.get::<_, i64>(2) as u64,
+        end: r.get::<_, i64>(3) as u64,
+    })))
+}
+
+/// Reads every record file: duplicates and grant placement.
+pub fn check_files(
+    procs: &[Proc],
+    layout: &Layout,
+    grants: &GrantIndex,
+    scratch: &Path,
+) -> Result<Findings, String> {
+    let mut f = Findings {
+        grants: grants.grants,
+        workers: grants.workers(),
+        overlaps: grants.overlaps,
+        ..Findings::default()
+    };
+    let expected: u64 = procs
+        .iter()
+        .filter_map(|p| std::fs::metadata(&p.ids).ok())
+        .map(|m| m.len() / 8)
+        .sum();
+    let mut dups = DupCounter::new(expected, scratch).map_err(|e| e.to_string())?;
+    let seq_bits = u32::from(layout.sequence_bits());
+    let worker_mask = layout.worker_count() - 1;
+    let ts_shift = seq_bits + u32::from(layout.worker_bits());
+    let mut io_error = None;
+    for p in procs {
+        if !p.ids.exists() {
+            continue; // killed before its first grant
+        }
+        let name = p.ids.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let header = idfile::header(&p.ids).map_err(|e| format!("{}: {e}", p.ids.display()))?;
+        let read = idfile::read(&p.ids, |id| {
+            f.ids += 1;
+            if io_error.is_none()
+                && let Err(e) = dups.push(id)
+            {
+                io_error = Some(e.to_string());
+            }
+            let worker = ((id >> seq_bits) & worker_mask) as u32;
+            let tick = id >> ts_shift;
+            let placement = if id == 0 {
+                Placement::Outside
+            } else {
+                grants.place(worker, tick, header.incarnation)
+            };
+            match placement {
+                Placement::Own => {}
+                Placement::OtherIncarnation(other) => {
+                    f.foreign += 1;
+                    if f.samples.len() < 8 {
+                        f.samples.push(format!(
+                            "{name}: id {id} (worker {worker}, tick {tick}) lies in a grant of incarnation {other:#x}, not {:#x}",
+                            header.incarnation
+                        ));
+                    }
+                }
+                Placement::Outside => {
+                    f.outside += 1;
+                    if f.samples.len() < 8 {
+                        f.samples.push(format!(
+                            "{name}: id {id} (worker {worker}, tick {tick}) lies in no logged grant"
+                        ));
+                    }
+                }
+            }
+        });
+        let (_, torn) = read.map_err(|e| format!("{}: {e}", p.ids.display()))?;
+        f.files += 1;
+        f.torn_bytes += torn as u64;
+    }
+    if let Some(e) = io_error {
+        return Err(format!("duplicate counting: {e}"));
+    }
+    f.dups = dups.finish().map_err(|e| e.to_string())?;
+    Ok(f)
+}
+
+fn copy_ids(client: &mut Client, table: &str, procs: &[Proc]) -> Result<u64, postgres::Error> {
+    let sink = client.copy_in(&format!("COPY {table} (id) FROM STDIN (FORMAT binary)"))?;
+    let mut w = BinaryCopyInWriter::new(sink, &[Type::INT8]);
+    let mut err = None;
+    for p in procs.iter().filter(|p| p.ids.exists()) {
+        let _ = idfile::read(&p.ids, |id| {
+            if err.is_none()
+                && let Err(e) = w.write(&[&(id as i64)])
+            {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err.take() {
+            return Err(e);
+        }
+    }
+    w.finish()
+}
+
+/// The independent count: every ID into an unlogged table with a `BIGINT
+/// PRIMARY KEY`. When the keyed COPY is refused, the IDs go into a table
+/// without the key and PostgreSQL counts the repeats.
+pub fn pg_check(client: &mut Client, procs: &[Proc], f: &mut Findings) -> Result<(), String> {
+    let e = |what: &str, err: postgres::Error| format!("{what}: {err}");
+    client
+        .batch_execute(
+            "DROP TABLE IF EXISTS torture_ids; DROP TABLE IF EXISTS torture_ids_raw; \
+             CREATE UNLOGGED TABLE torture_ids (id bigint PRIMARY KEY)",
+        )
+        .map_err(|x| e("cannot create torture_ids", x))?;
+    match copy_ids(client, "torture_ids", procs) {
+        Ok(_) => {
+            let n: i64 = client
+                .query_one("SELECT count(*) FROM torture_ids", &[])
+                .map_err(|x| e("count", x))?
+                .get(0);
+            f.pg_rows = Some(n as u64);
+            f.pg_dups = 0;
+        }
+        Err(refused) => {
+            f.pg_refusal = Some(
+                refused
+                    .as_db_error()
+                    .map_or_else(|| refused.to_string(), |d| d.message().to_owned()),
+            );
+            client
+                .batch_execute("CREATE UNLOGGED TABLE torture_ids_raw (id bigint)")
+                .map_err(|x| e("cannot create torture_ids_raw", x))?;
+            copy_ids(client, "torture_ids_raw", procs).map_err(|x| e("raw copy", x))?;
+            client
+                .batch_execute(
+                    "INSERT INTO torture_ids SELECT id FROM torture_ids_raw ON CONFLICT DO NOTHING",
+                )
+                .map_err(|x| e("keyed insert", x))?;
+            let row = client
+                .query_one(
+                    "SELECT (SELECT count(*) FROM torture_ids), (SELECT count(*) FROM torture_ids_raw)",
+                    &[],
+                )
+                .map_err(|x| e("count", x))?;
+            let (keyed, raw): (i64, i64) = (row.get(0), row.get(1));
+            f.pg_rows = Some(keyed as u64);
+            f.pg_dups = (raw - keyed) as u64;
+        }
+    }
+    client
+        .batch_execute("DROP TABLE IF EXISTS torture_ids; DROP TABLE IF EXISTS torture_ids_raw")
+        .map_err(|x| e("drop", x))?;
+    Ok(())
+}
+
+/// A client for the checks (no statement timeout).
+pub fn connect(url: &str) -> Result<Client, String> {
+    Client::connect(url, NoTls).map_err(|e| format!("cannot connect to {url}: {e}"))
+}

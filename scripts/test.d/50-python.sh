@@ -11,8 +11,9 @@ rm -rf "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check \
   maturin==1.16.0 pytest mypy 'psycopg[binary]>=3.1' 'redis>=4.2'
 # The extension is built in release mode, as users get it; no debug info
-# keeps the link short. --no-build-isolation uses the maturin pinned above.
-CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/python} \
+# keeps the link short. --no-build-isolation uses the maturin pinned above
+# (the backend runs `maturin` from PATH).
+PATH="$PWD/$venv/bin:$PATH" CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/python} \
   "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation ./bindings-python
 (
   cd bindings-python/tests

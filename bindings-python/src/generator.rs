@@ -32,8 +32,11 @@ pub(crate) fn close_all() {
 }
 
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| invalid(format!("{name} is {value}, it must be a finite number of seconds >= 0")))
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        invalid(format!(
+            "{name} is {value}, it must be a finite number of seconds >= 0"
+        ))
+    })
 }
 
 /// The grant source from `grant_source`: an authority URL, a
@@ -114,18 +117,19 @@ impl PyGenerator {
                 )));
             }
         };
-        let mut builder = grantid::Generator::builder(layout, namespace, make_source(py, grant_source)?)
-            .max_drift_ms(max_drift_ms)
-            .startup_timeout(seconds("startup_timeout", startup_timeout)?)
-            .max_wait(seconds("max_wait", max_wait)?)
-            .max_batch(max_batch)
-            .grant_duration_ms(grant_duration_ms)
-            .horizon_ms(horizon_ms)
-            .backoff(
-                seconds("backoff_min", backoff_min)?,
-                seconds("backoff_max", backoff_max)?,
-            )
-            .fork_policy(fork_policy);
+        let mut builder =
+            grantid::Generator::builder(layout, namespace, make_source(py, grant_source)?)
+                .max_drift_ms(max_drift_ms)
+                .startup_timeout(seconds("startup_timeout", startup_timeout)?)
+                .max_wait(seconds("max_wait", max_wait)?)
+                .max_batch(max_batch)
+                .grant_duration_ms(grant_duration_ms)
+                .horizon_ms(horizon_ms)
+                .backoff(
+                    seconds("backoff_min", backoff_min)?,
+                    seconds("backoff_max", backoff_max)?,
+                )
+                .fork_policy(fork_policy);
         if let Some(callback) = on_lease_lost {
             if !callback.is_callable() {
                 return Err(invalid("on_lease_lost must be callable"));
@@ -235,8 +239,13 @@ impl PyGenerator {
         format!(
             "Generator(namespace={:?}, worker={}, closed={})",
             self.inner.namespace(),
-            s.worker.map_or_else(|| "None".to_owned(), |w| w.to_string()),
-            if self.inner.is_closed() { "True" } else { "False" }
+            s.worker
+                .map_or_else(|| "None".to_owned(), |w| w.to_string()),
+            if self.inner.is_closed() {
+                "True"
+            } else {
+                "False"
+            }
         )
     }
 }

@@ -160,7 +160,8 @@ impl PyGrantRequest {
             r.namespace,
             r.incarnation,
             r.request_id,
-            r.worker.map_or_else(|| "None".to_owned(), |w| w.to_string()),
+            r.worker
+                .map_or_else(|| "None".to_owned(), |w| w.to_string()),
             r.not_before,
             r.now,
             r.duration
@@ -205,7 +206,9 @@ fn int_field(name: &str, value: &Bound<'_, PyAny>) -> Result<u64, String> {
             .get_type()
             .name()
             .map_or_else(|_| "?".to_owned(), |n| n.to_string());
-        return Err(format!("grant field '{name}' must be an int, got {type_name}"));
+        return Err(format!(
+            "grant field '{name}' must be an int, got {type_name}"
+        ));
     }
     value
         .extract::<u64>()
@@ -219,10 +222,7 @@ pub(crate) fn grant_from_answer(answer: &Bound<'_, PyAny>) -> Result<grantid::Gr
     if let Ok(grant) = answer.cast::<PyGrant>() {
         return Ok(grant.get().0.clone());
     }
-    if answer.is_none()
-        || answer.is_instance_of::<PyString>()
-        || answer.getattr("keys").is_err()
-    {
+    if answer.is_none() || answer.is_instance_of::<PyString>() || answer.getattr("keys").is_err() {
         let type_name = answer
             .get_type()
             .name()

@@ -7,6 +7,9 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::errors::{invalid, to_pyerr};
 
+/// `Layout(...)`'s positional arguments, for pickling.
+type LayoutArgs = (u8, u8, u8, u64, u64);
+
 /// The bit widths, epoch and tick of an ID format. Frozen and hashable.
 #[pyclass(frozen, eq, hash, module = "grantid", name = "Layout")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,9 +120,7 @@ impl PyLayout {
         )
     }
 
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (u8, u8, u8, u64, u64))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, LayoutArgs)> {
         let l = slf.get().0;
         Ok((
             slf.get_type().into_any(),
@@ -160,6 +161,7 @@ impl PyDecoded {
     }
 
     /// `{"timestamp", "unix_ms", "worker", "sequence"}` as a dict.
+    #[allow(clippy::wrong_self_convention)] // a Python method: `self` is borrowed from the object
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("timestamp", self.0.timestamp)?;
@@ -201,7 +203,10 @@ pub(crate) fn decode_with(layout: &grantid::Layout, id: &Bound<'_, PyAny>) -> Py
 /// Decodes an ID in `layout` (the default layout when `None`).
 #[pyfunction]
 #[pyo3(signature = (id, layout=None))]
-pub(crate) fn decode(id: &Bound<'_, PyAny>, layout: Option<&Bound<'_, PyLayout>>) -> PyResult<PyDecoded> {
+pub(crate) fn decode(
+    id: &Bound<'_, PyAny>,
+    layout: Option<&Bound<'_, PyLayout>>,
+) -> PyResult<PyDecoded> {
     let layout = layout.map_or_else(grantid::Layout::default, |l| l.get().0);
     decode_with(&layout, id)
 }

@@ -136,8 +136,8 @@ impl GrantSource for PySource {
 pub(crate) fn lost_callback(callback: Py<PyAny>) -> impl Fn(&LeaseLostEvent) + Send + Sync {
     move |event: &LeaseLostEvent| {
         with_python(|py| {
-            let result = Py::new(py, PyLeaseLostEvent::from(event))
-                .and_then(|e| callback.call1(py, (e,)));
+            let result =
+                Py::new(py, PyLeaseLostEvent::from(event)).and_then(|e| callback.call1(py, (e,)));
             if let Err(err) = result {
                 let why = format!("on_lease_lost raised {}", describe(py, &err));
                 log(py, "error", &why, Some(&err));

@@ -16,6 +16,9 @@ pub(crate) fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POSTGRES_SQL", grantid_authority::SQL_V1)?;
     m.add("REDIS_LUA", grantid_authority::LUA_V1)?;
-    m.add("DEFAULT_LEASE_GRACE_MS", grantid_authority::DEFAULT_LEASE_GRACE_MS)?;
+    m.add(
+        "DEFAULT_LEASE_GRACE_MS",
+        grantid_authority::DEFAULT_LEASE_GRACE_MS,
+    )?;
     Ok(())
 }

@@ -45,7 +45,8 @@ impl Args {
 
     /// A required string value.
     pub fn need(&self, name: &str) -> Result<&str, String> {
-        self.str(name).ok_or_else(|| format!("--{name} is required"))
+        self.str(name)
+            .ok_or_else(|| format!("--{name} is required"))
     }
 
     /// A parsed value, or `default`.

@@ -255,6 +255,9 @@ mod tests {
             assert_eq!(r.distinct, 49_999);
             assert!(r.samples.contains(&7) && r.samples.contains(&49_999));
         }
-        assert_eq!(run(&(1..1000).collect::<Vec<_>>(), IN_MEMORY_IDS * 2).duplicates, 0);
+        assert_eq!(
+            run(&(1..1000).collect::<Vec<_>>(), IN_MEMORY_IDS * 2).duplicates,
+            0
+        );
     }
 }

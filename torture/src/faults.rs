@@ -108,7 +108,8 @@ pub fn stop(fleet: &mut Fleet, t: FaultTiming, log: &mut FaultLog) -> Result<(),
     };
     let worker = before.get("worker") as u32;
     if !fleet.pause(a, true) {
-        log.failures.push(format!("SIGSTOP: slot {a} is not running"));
+        log.failures
+            .push(format!("SIGSTOP: slot {a} is not running"));
         return Ok(());
     }
     log.stops += 1;
@@ -128,7 +129,10 @@ pub fn stop(fleet: &mut Fleet, t: FaultTiming, log: &mut FaultLog) -> Result<(),
             "SIGSTOP: worker {worker} of stopped slot {a} went to {got:?}, not to slot {b}"
         ));
     }
-    let losses = fleet.proc(a).read_status().map_or(0, |s| s.get("lease_losses"));
+    let losses = fleet
+        .proc(a)
+        .read_status()
+        .map_or(0, |s| s.get("lease_losses"));
     fleet.pause(a, false);
     let resumed = fleet.wait_status(a, Duration::from_secs(15), |s| {
         s.get("lease_losses") > losses
@@ -152,7 +156,7 @@ pub fn postgres(
     t: FaultTiming,
     log: &mut FaultLog,
 ) -> Result<(), String> {
-    let mode = if log.pg_restarts % 2 == 0 {
+    let mode = if log.pg_restarts.is_multiple_of(2) {
         StopMode::Immediate
     } else {
         StopMode::Fast
@@ -183,13 +187,17 @@ pub fn postgres(
     for (i, &s) in slots.iter().enumerate() {
         let uncertain = before[i].0;
         if fleet
-            .wait_status(s, Duration::from_secs(2), |st| st.get("uncertain_retries") > uncertain)
+            .wait_status(s, Duration::from_secs(2), |st| {
+                st.get("uncertain_retries") > uncertain
+            })
             .is_some()
         {
             seen += 1;
         }
         if fleet
-            .wait_status(s, Duration::from_secs(20), |st| st.get("ids") > mid[i] + 1000)
+            .wait_status(s, Duration::from_secs(20), |st| {
+                st.get("ids") > mid[i] + 1000
+            })
             .is_some()
         {
             recovered += 1;

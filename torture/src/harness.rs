@@ -121,7 +121,11 @@ impl HarnessConfig {
         }
         let mut faults = Vec::new();
         let mut clock_faults = false;
-        for k in a.str("faults").unwrap_or("kill,stop,postgres,clock").split(',') {
+        for k in a
+            .str("faults")
+            .unwrap_or("kill,stop,postgres,clock")
+            .split(',')
+        {
             match k.trim() {
                 "kill" => faults.push(Fault::Kill),
                 "stop" => faults.push(Fault::Stop),
@@ -298,7 +302,10 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
             c.faults[fastrand::usize(..c.faults.len())]
         };
         n += 1;
-        eprintln!("torture: {:>6.1}s fault {kind:?}", started.elapsed().as_secs_f64());
+        eprintln!(
+            "torture: {:>6.1}s fault {kind:?}",
+            started.elapsed().as_secs_f64()
+        );
         match kind {
             Fault::Kill => faults::kill(&mut fleet, &mut out.faults)?,
             Fault::Stop => faults::stop(&mut fleet, timing, &mut out.faults)?,
@@ -320,7 +327,16 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
     for p in &fleet.all {
         if let Some(s) = p.read_status() {
             for (k, v) in &s.0 {
-                if !matches!(k.as_str(), "pid" | "incarnation" | "worker" | "first_worker" | "grant_end" | "done" | "uptime_ms") {
+                if !matches!(
+                    k.as_str(),
+                    "pid"
+                        | "incarnation"
+                        | "worker"
+                        | "first_worker"
+                        | "grant_end"
+                        | "done"
+                        | "uptime_ms"
+                ) {
                     out.totals.set(k, out.totals.get(k) + v);
                 }
             }
@@ -328,14 +344,39 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
     }
 
     // The proof.
-    eprintln!("torture: {:>6.1}s checking", started.elapsed().as_secs_f64());
-    let check_url = c.reuse_url.clone().unwrap_or_else(|| pg.as_ref().map(PgServer::url).unwrap_or_default());
+    eprintln!(
+        "torture: {:>6.1}s checking (record files; PostgreSQL primary key)",
+        started.elapsed().as_secs_f64()
+    );
+    let check_url = c
+        .reuse_url
+        .clone()
+        .unwrap_or_else(|| pg.as_ref().map(PgServer::url).unwrap_or_default());
     let mut client = verify::connect(&check_url)?;
     let grants = verify::load_grants(&mut client, &namespace)?;
-    out.findings = verify::check_files(&fleet.all, &layout, &grants, &dir.join("scratch"))?;
-    if c.pg_check {
-        eprintln!("torture: {:>6.1}s loading IDs into PostgreSQL", started.elapsed().as_secs_f64());
-        verify::pg_check(&mut client, &fleet.all, &mut out.findings)?;
+    // The file checks and the PostgreSQL load run side by side.
+    let (files, pg_found) = std::thread::scope(|scope| {
+        let pg_side = c.pg_check.then(|| {
+            let all = &fleet.all;
+            let client = &mut client;
+            scope.spawn(move || {
+                let mut found = Findings::default();
+                verify::pg_check(client, all, &mut found).map(|()| found)
+            })
+        });
+        let files = verify::check_files(&fleet.all, &layout, &grants, &dir.join("scratch"));
+        let pg_found = pg_side.map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("the PostgreSQL check panicked".into()))
+        });
+        (files, pg_found)
+    });
+    out.findings = files?;
+    if let Some(found) = pg_found {
+        let found = found?;
+        out.findings.pg_rows = found.pg_rows;
+        out.findings.pg_dups = found.pg_dups;
+        out.findings.pg_refusal = found.pg_refusal;
     }
     judge(c, &mut out);
     out.wall = started.elapsed();
@@ -349,27 +390,42 @@ fn judge(c: &HarnessConfig, out: &mut Outcome) {
     let f = &out.findings;
     let mut p = Vec::new();
     if f.dups.duplicates > 0 {
-        p.push(format!("{} duplicate IDs (e.g. {:?})", f.dups.duplicates, f.dups.samples));
+        p.push(format!(
+            "{} duplicate IDs (e.g. {:?})",
+            f.dups.duplicates, f.dups.samples
+        ));
     }
     if f.outside > 0 {
-        p.push(format!("{} IDs outside every logged grant of their worker", f.outside));
+        p.push(format!(
+            "{} IDs outside every logged grant of their worker",
+            f.outside
+        ));
     }
     if f.foreign > 0 {
-        p.push(format!("{} IDs inside another incarnation's grant", f.foreign));
+        p.push(format!(
+            "{} IDs inside another incarnation's grant",
+            f.foreign
+        ));
     }
     if f.overlaps > 0 {
-        p.push(format!("the grant log has {} overlapping grants", f.overlaps));
+        p.push(format!(
+            "the grant log has {} overlapping grants",
+            f.overlaps
+        ));
     }
-    if let Some(rows) = f.pg_rows {
-        if f.pg_dups > 0 || rows != f.ids {
-            p.push(format!(
-                "PostgreSQL check: {rows} keyed rows for {} IDs, {} duplicates",
-                f.ids, f.pg_dups
-            ));
-        }
+    if let Some(rows) = f.pg_rows
+        && (f.pg_dups > 0 || rows != f.ids)
+    {
+        p.push(format!(
+            "PostgreSQL check: {rows} keyed rows for {} IDs, {} duplicates",
+            f.ids, f.pg_dups
+        ));
     }
     if f.ids < c.min_ids {
-        p.push(format!("only {} IDs recorded, fewer than {}", f.ids, c.min_ids));
+        p.push(format!(
+            "only {} IDs recorded, fewer than {}",
+            f.ids, c.min_ids
+        ));
     }
     let fl = &out.faults;
     for kind in &c.faults {
@@ -393,7 +449,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -408,52 +464,117 @@ pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
     let fl = &o.faults;
     let mut s = String::new();
     let mut line = |k: &str, v: String| s.push_str(&format!("  {k:<22} {v}\n"));
-    line("processes", format!(
-        "{} started ({} at a time, {} threads each, {} IDs/s per thread{})",
-        o.processes,
-        c.processes,
-        c.threads,
-        if c.rate == 0 { "unlimited".to_string() } else { thousands(c.rate) },
-        if c.fault_shared_fake_grant { "; FAULT INJECTION: 2 share a fake grant" } else { "" }
-    ));
-    line("IDs recorded", format!(
-        "{} in {} files (generators issued {}; torn tail bytes {})",
-        thousands(f.ids), f.files, thousands(t.get("ids_issued")), f.torn_bytes
-    ));
-    line("fault kill -9", format!("{} (each restarted with a fresh incarnation)", fl.kills));
-    line("fault SIGSTOP", format!(
-        "{} (worker taken over by another process: {}, loss seen after SIGCONT: {})",
-        fl.stops, fl.takeovers, fl.losses_seen
-    ));
-    line("fault postgres", format!(
-        "{} stop/start (workers saw uncertainty {}/{}, issued again {}/{})",
-        fl.pg_restarts, fl.pg_uncertain_seen, fl.pg_expected, fl.pg_recovered, fl.pg_expected
-    ));
-    line("fault clock", format!(
-        "{} steps back, {} forward (ClockRollback errors {}, rollbacks seen {})",
-        t.get("skew_back"), t.get("skew_forward"), t.get("err_clock_rollback"), t.get("clock_rollbacks")
-    ));
-    let errs: Vec<String> = t
-        .0
-        .iter()
-        .filter(|(k, _)| k.starts_with("err_"))
-        .map(|(k, v)| format!("{}={v}", &k[4..]))
-        .collect();
-    line("errors seen", if errs.is_empty() { "none".into() } else { errs.join(" ") });
-    line("lease", format!(
-        "{} grants acquired, {} renewals, {} uncertain retries, {} losses",
-        t.get("grants_acquired"), t.get("renewals"), t.get("uncertain_retries"), t.get("lease_losses")
-    ));
-    line("grant log", format!(
-        "{} grants over {} workers, {} overlaps", f.grants, f.workers, f.overlaps
-    ));
-    line("duplicates", format!("{}", f.dups.duplicates));
-    line("outside grants", format!("{} (in another incarnation's grant: {})", f.outside, f.foreign));
-    line("postgres check", match (f.pg_rows, &f.pg_refusal) {
-        (None, _) => "skipped".into(),
-        (Some(r), None) => format!("{} rows in a BIGINT PRIMARY KEY table, 0 refused", thousands(r)),
-        (Some(r), Some(why)) => format!("keyed COPY refused ({why}); {} distinct, {} duplicates", thousands(r), f.pg_dups),
-    });
+    line(
+        "processes",
+        format!(
+            "{} started ({} at a time, {} threads each, {} IDs/s per thread{})",
+            o.processes,
+            c.processes,
+            c.threads,
+            if c.rate == 0 {
+                "unlimited".to_string()
+            } else {
+                thousands(c.rate)
+            },
+            if c.fault_shared_fake_grant {
+                "; FAULT INJECTION: 2 share a fake grant"
+            } else {
+                ""
+            }
+        ),
+    );
+    line(
+        "IDs recorded",
+        format!(
+            "{} in {} files (generators issued {}; torn tail bytes {})",
+            thousands(f.ids),
+            f.files,
+            thousands(t.get("ids_issued")),
+            f.torn_bytes
+        ),
+    );
+    line(
+        "fault kill -9",
+        format!("{} (each restarted with a fresh incarnation)", fl.kills),
+    );
+    line(
+        "fault SIGSTOP",
+        format!(
+            "{} (worker taken over by another process: {}, loss seen after SIGCONT: {})",
+            fl.stops, fl.takeovers, fl.losses_seen
+        ),
+    );
+    line(
+        "fault postgres",
+        format!(
+            "{} stop/start (workers saw uncertainty {}/{}, issued again {}/{})",
+            fl.pg_restarts, fl.pg_uncertain_seen, fl.pg_expected, fl.pg_recovered, fl.pg_expected
+        ),
+    );
+    line(
+        "fault clock",
+        format!(
+            "{} steps back, {} forward (ClockRollback errors {}, rollbacks seen {})",
+            t.get("skew_back"),
+            t.get("skew_forward"),
+            t.get("err_clock_rollback"),
+            t.get("clock_rollbacks")
+        ),
+    );
+    let errs: Vec<String> =
+        t.0.iter()
+            .filter(|(k, _)| k.starts_with("err_"))
+            .map(|(k, v)| format!("{}={v}", &k[4..]))
+            .collect();
+    line(
+        "errors seen",
+        if errs.is_empty() {
+            "none".into()
+        } else {
+            errs.join(" ")
+        },
+    );
+    line(
+        "lease",
+        format!(
+            "{} grants acquired, {} renewals, {} uncertain retries, {} losses",
+            t.get("grants_acquired"),
+            t.get("renewals"),
+            t.get("uncertain_retries"),
+            t.get("lease_losses")
+        ),
+    );
+    line(
+        "grant log",
+        format!(
+            "{} grants over {} workers, {} overlaps",
+            f.grants, f.workers, f.overlaps
+        ),
+    );
+    line("duplicates", thousands(f.dups.duplicates));
+    line(
+        "outside grants",
+        format!(
+            "{} (in another incarnation's grant: {})",
+            thousands(f.outside),
+            thousands(f.foreign)
+        ),
+    );
+    line(
+        "postgres check",
+        match (f.pg_rows, &f.pg_refusal) {
+            (None, _) => "skipped".into(),
+            (Some(r), None) => format!(
+                "{} rows in a BIGINT PRIMARY KEY table, 0 refused",
+                thousands(r)
+            ),
+            (Some(r), Some(why)) => format!(
+                "primary key refused ({why}); {} distinct, {} duplicates",
+                thousands(r),
+                f.pg_dups
+            ),
+        },
+    );
     line("wall time", format!("{:.1} s", o.wall.as_secs_f64()));
     for sample in &f.samples {
         s.push_str(&format!("  ! {sample}\n"));
@@ -461,6 +582,10 @@ pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
     for problem in &o.problems {
         s.push_str(&format!("  FAIL: {problem}\n"));
     }
-    s.push_str(if o.problems.is_empty() { "RESULT: PASS\n" } else { "RESULT: FAIL\n" });
+    s.push_str(if o.problems.is_empty() {
+        "RESULT: PASS\n"
+    } else {
+        "RESULT: FAIL\n"
+    });
     format!("torture summary (seed {})\n{s}", c.seed)
 }

@@ -88,10 +88,10 @@ fn quote(p: &Path) -> String {
 impl PgServer {
     /// Creates and starts a server in a new temporary directory.
     pub fn start() -> Result<PgServer, String> {
-        let bin = find_bin().ok_or(
-            "no PostgreSQL server binaries (install postgresql, or set GRANTID_PG_BIN)",
-        )?;
-        let dir = std::env::temp_dir().join(format!("grantid-torture-pg.{:016x}", fastrand::u64(..)));
+        let bin = find_bin()
+            .ok_or("no PostgreSQL server binaries (install postgresql, or set GRANTID_PG_BIN)")?;
+        let dir =
+            std::env::temp_dir().join(format!("grantid-torture-pg.{:016x}", fastrand::u64(..)));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if is_root() {
             let ok = Command::new("chown")

@@ -91,7 +91,10 @@ mod tests {
         let before = c.now_ms();
         c.set_offset(-400);
         let back = c.now_ms();
-        assert!(back + 300 < before + 50, "{back} is not ~400 ms before {before}");
+        assert!(
+            back + 300 < before + 50,
+            "{back} is not ~400 ms before {before}"
+        );
         c.set_offset(0);
         c.set_offset(250);
         assert!(c.now_ms() >= before + 250);

@@ -34,7 +34,9 @@ impl<S: GrantSource> PreferWorker<S> {
 
 impl<S: GrantSource> GrantSource for PreferWorker<S> {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        if request.worker.is_some() || self.done.load(Ordering::SeqCst) || Instant::now() >= self.until
+        if request.worker.is_some()
+            || self.done.load(Ordering::SeqCst)
+            || Instant::now() >= self.until
         {
             return self.inner.acquire(request);
         }
@@ -131,7 +133,11 @@ mod tests {
         let first = p.acquire(&request(None));
         assert!(matches!(first, Err(GrantError::Unavailable(ref m)) if m.contains("worker 5")));
         assert_eq!(p.acquire(&request(None)).unwrap().worker, 5);
-        assert_eq!(p.acquire(&request(None)).unwrap().worker, 1, "only the first grant");
+        assert_eq!(
+            p.acquire(&request(None)).unwrap().worker,
+            1,
+            "only the first grant"
+        );
     }
 
     #[test]

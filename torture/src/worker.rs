@@ -70,7 +70,10 @@ impl WorkerConfig {
         a.only(WORKER_OPTIONS)?;
         let opt_u32 = |k: &str| -> Result<Option<u32>, String> {
             a.str(k)
-                .map(|v| v.parse().map_err(|_| format!("--{k} {v:?} is not a worker number")))
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| format!("--{k} {v:?} is not a worker number"))
+                })
                 .transpose()
         };
         let c = WorkerConfig {
@@ -160,15 +163,29 @@ pub fn run(c: WorkerConfig) -> Result<(), String> {
             }
             // The final snapshot is written after the threads are joined.
             if !done {
-                let _ = snapshot(&generator, &counts, skew.as_deref(), first.worker, started, false)
-                    .write(&c.status);
+                let _ = snapshot(
+                    &generator,
+                    &counts,
+                    skew.as_deref(),
+                    first.worker,
+                    started,
+                    false,
+                )
+                .write(&c.status);
                 std::thread::sleep(Duration::from_millis(100));
             } else {
                 break;
             }
         }
     });
-    let s = snapshot(&generator, &counts, skew.as_deref(), first.worker, started, true);
+    let s = snapshot(
+        &generator,
+        &counts,
+        skew.as_deref(),
+        first.worker,
+        started,
+        true,
+    );
     generator.close();
     s.write(&c.status)
         .map_err(|e| format!("{}: {e}", c.status.display()))?;
@@ -227,7 +244,14 @@ fn snapshot(
 
 /// One issuing thread: even threads call `next_id`, odd threads `fill` 64
 /// at a time; every ID is recorded; the pace is held to `rate` per second.
-fn issue(g: &Generator, file: &RecordFile, counts: &Counts, stop: &AtomicBool, t: usize, rate: u64) {
+fn issue(
+    g: &Generator,
+    file: &RecordFile,
+    counts: &Counts,
+    stop: &AtomicBool,
+    t: usize,
+    rate: u64,
+) {
     const CHUNK: usize = 64;
     let mut rec = Recorder::new(file);
     let mut ids = [0u64; CHUNK];

@@ -561,7 +561,14 @@ impl Generator {
             );
         }
         let (kind, why) = shared.lease.last_failure();
-        if shared.lease.renewal_uncertain() || kind != ErrorKind::GrantExhausted {
+        if shared.lease.in_flight() && !shared.lease.renewal_uncertain() {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "the committed grants end at tick {end}; a renewal is still waiting for the authority's answer"
+                ),
+            )
+        } else if shared.lease.renewal_uncertain() || kind != ErrorKind::GrantExhausted {
             Error::new(
                 ErrorKind::Unavailable,
                 format!(

@@ -59,6 +59,10 @@ pub enum GrantError {
     /// Uncertain: a timeout, a dropped connection, an exception. The
     /// generator keeps issuing inside its committed grant and retries.
     Unavailable(String),
+    /// The answer was not a grant at all (a binding could not read a field of
+    /// what a host callback returned). Counted as an invalid grant, handled
+    /// as uncertain.
+    Invalid(String),
 }
 
 impl fmt::Display for GrantError {
@@ -66,6 +70,7 @@ impl fmt::Display for GrantError {
         match self {
             GrantError::Lost(why) => write!(f, "lost: {why}"),
             GrantError::Unavailable(why) => write!(f, "unavailable: {why}"),
+            GrantError::Invalid(why) => write!(f, "invalid grant: {why}"),
         }
     }
 }

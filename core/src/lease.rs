@@ -78,9 +78,13 @@ impl LeaseView {
     pub fn incarnation(&self) -> u64 {
         self.incarnation.load(Ordering::Acquire)
     }
-    /// True while a renewal failed last or is still waiting for its answer.
+    /// True when the last authority call ended uncertain.
     pub fn renewal_uncertain(&self) -> bool {
-        self.renewal_uncertain.load(Ordering::Acquire) || self.in_flight.load(Ordering::Acquire)
+        self.renewal_uncertain.load(Ordering::Acquire)
+    }
+    /// True while an authority call waits for its answer.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire)
     }
     /// True once this activation installed a grant.
     pub fn installed(&self) -> bool {
@@ -315,18 +319,21 @@ impl Manager {
                 self.uncertain(why)
             }
             Ok(Err(GrantError::Lost(why))) => self.lost(why),
+            Ok(Err(GrantError::Invalid(why))) => self.invalid(why),
             Ok(Ok(grant)) => match grant.validate(&request) {
-                Err(invalid) => {
-                    Counters::bump(&self.shared.counters.invalid_grants);
-                    log::error!(target: "grantid", "event=grant_invalid namespace={} reason={}", self.shared.namespace, invalid.0);
-                    self.uncertain(invalid.to_string())
-                }
+                Err(invalid) => self.invalid(invalid.0),
                 Ok(()) => {
                     self.accept(grant);
                     Outcome::Granted
                 }
             },
         }
+    }
+
+    fn invalid(&mut self, why: String) -> Outcome {
+        Counters::bump(&self.shared.counters.invalid_grants);
+        log::error!(target: "grantid", "event=grant_invalid namespace={} reason={why}", self.shared.namespace);
+        self.uncertain(format!("invalid grant: {why}"))
     }
 
     fn uncertain(&mut self, why: String) -> Outcome {

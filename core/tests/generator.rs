@@ -407,3 +407,40 @@ fn decode_and_stats() {
     assert_eq!(s.remaining_ticks, 1_000);
     assert_eq!(s.grants_acquired, 1);
 }
+
+#[test]
+fn an_answer_that_is_not_a_grant_counts_as_invalid() {
+    let calls = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let memory = MemoryAuthority::new();
+    let source = {
+        let calls = Arc::clone(&calls);
+        grantid::source_fn(move |r: &grantid::GrantRequest| {
+            // The first answer is fine; every renewal is malformed.
+            if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                grantid::GrantSource::acquire(&memory, r)
+            } else {
+                Err(grantid::GrantError::Invalid(
+                    "field `worker` is missing".into(),
+                ))
+            }
+        })
+    };
+    let g = Generator::builder(Layout::default(), "test", source)
+        .grant_duration_ms(20)
+        .horizon_ms(20)
+        .backoff(Duration::from_millis(2), Duration::from_millis(5))
+        .start()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while g.stats().invalid_grants < 2 {
+        assert!(Instant::now() < deadline, "{:?}", g.stats());
+        thread::sleep(Duration::from_millis(2));
+    }
+    let s = g.stats();
+    assert!(s.uncertain_retries >= s.invalid_grants);
+    // Past the end of the one good grant, the error names the bad field.
+    thread::sleep(Duration::from_millis(40));
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.message().contains("field `worker` is missing"), "{err}");
+}

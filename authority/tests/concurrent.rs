@@ -38,7 +38,7 @@ fn client(source: &dyn GrantSource, ns: &str) -> Vec<Grant> {
                 out.push(g);
             }
             Err(GrantError::Lost(_)) => held = None,
-            Err(GrantError::Unavailable(m)) => panic!("unavailable: {m}"),
+            Err(e) => panic!("{e}"),
         }
         // Sometimes pause past the lease, so the worker is recycled.
         if request_id % 7 == 0 {

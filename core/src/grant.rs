@@ -77,6 +77,21 @@ impl fmt::Display for GrantError {
 
 impl std::error::Error for GrantError {}
 
+/// An authority's refusal as a generator error: `Lost` is `LeaseLost`;
+/// `Unavailable` and `Invalid` are `Unavailable`.
+impl From<GrantError> for crate::Error {
+    fn from(e: GrantError) -> crate::Error {
+        use crate::ErrorKind;
+        match e {
+            GrantError::Lost(m) => crate::Error::new(ErrorKind::LeaseLost, m),
+            GrantError::Unavailable(m) => crate::Error::new(ErrorKind::Unavailable, m),
+            GrantError::Invalid(m) => {
+                crate::Error::new(ErrorKind::Unavailable, format!("invalid grant: {m}"))
+            }
+        }
+    }
+}
+
 /// The authority, supplied by the host.
 ///
 /// `acquire` runs on the generator's renewal thread (and on the thread that

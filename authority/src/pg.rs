@@ -43,13 +43,6 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("postgres: {what}: {e}"))
 }
 
-fn to_error(e: GrantError) -> Error {
-    match e {
-        GrantError::Lost(m) => Error::new(ErrorKind::LeaseLost, m),
-        GrantError::Unavailable(m) => Error::new(ErrorKind::Unavailable, m),
-    }
-}
-
 impl PgAuthority {
     /// Parses a `postgres://` URL (without grantid's options). Does not
     /// connect.
@@ -237,7 +230,7 @@ impl Authority for PgAuthority {
         self.with_client(|c| {
             apply_schema(c).map_err(|e| unavailable("cannot apply the schema", e))
         })
-        .map_err(to_error)?;
+        .map_err(Error::from)?;
         Ok(
             "schema grantid version 1 is in place (tables namespaces, workers, grant_log; \
             functions acquire, release, prune_grant_log)"
@@ -259,7 +252,7 @@ impl Authority for PgAuthority {
                 )
                 .map_err(|e| unavailable("cannot read grantid.workers", e))
             })
-            .map_err(to_error)?;
+            .map_err(Error::from)?;
         rows.iter()
             .map(|r| {
                 let layout = Layout::with_all(

@@ -43,13 +43,6 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("redis: {what}: {e}"))
 }
 
-fn to_error(e: GrantError) -> Error {
-    match e {
-        GrantError::Lost(m) => Error::new(ErrorKind::LeaseLost, m),
-        GrantError::Unavailable(m) => Error::new(ErrorKind::Unavailable, m),
-    }
-}
-
 /// The key prefix of a namespace: `grantid:{<namespace>}`.
 pub fn key_prefix(namespace: &str) -> String {
     format!("grantid:{{{namespace}}}")
@@ -206,13 +199,13 @@ impl Authority for RedisAuthority {
                     .query(c)
                     .map_err(|e| unavailable("SCRIPT LOAD failed", e))
             })
-            .map_err(to_error)?;
+            .map_err(Error::from)?;
         Ok(format!("script v1 loaded as {sha}"))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         self.with_conn(|c| read_status(c, namespace))
-            .map_err(to_error)
+            .map_err(Error::from)
     }
 }
 

@@ -53,6 +53,8 @@ pub enum Format {
     Hex,
     /// One JSON object per line: the ID (as a string) and its fields.
     Json,
+    /// A table for people: the ID and its decoded fields.
+    Table,
 }
 
 #[derive(Debug, Args)]

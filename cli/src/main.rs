@@ -70,6 +70,14 @@ fn next(a: NextArgs) -> Result<(), Error> {
     let mut out = BufWriter::new(out.lock());
     let mut left = a.count;
     let mut batch = vec![0u64; a.count.min(grantid::DEFAULT_MAX_BATCH)];
+    if let Format::Table = a.format {
+        writeln!(
+            out,
+            "{:<20} {:<24} {:>14} {:>7} {:>9}",
+            "id", "time", "timestamp", "worker", "sequence"
+        )
+        .map_err(io_error)?;
+    }
     while left > 0 {
         let chunk = &mut batch[..left.min(grantid::DEFAULT_MAX_BATCH)];
         generator.fill(chunk)?;
@@ -80,6 +88,15 @@ fn next(a: NextArgs) -> Result<(), Error> {
                 Format::Json => {
                     let d = layout.decode(id)?;
                     writeln!(out, "{}", fields(&layout, id, &d))
+                }
+                Format::Table => {
+                    let d = layout.decode(id)?;
+                    let time = time::rfc3339(d.unix_ms);
+                    writeln!(
+                        out,
+                        "{id:<20} {time:<24} {:>14} {:>7} {:>9}",
+                        d.timestamp, d.worker, d.sequence
+                    )
                 }
             }
             .map_err(io_error)?;

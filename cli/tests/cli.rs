@@ -178,3 +178,28 @@ fn authority_init_and_status_on_a_file() {
         "{text}"
     );
 }
+
+#[test]
+fn next_table_shows_each_id_with_its_fields() {
+    let out = grantid()
+        .args(["next", "-n", "3", "--format", "table", "-a", "static:7"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("id "));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let id: u64 = row[0].parse().unwrap();
+        let d = grantid::Layout::default().decode(id).unwrap();
+        assert_eq!(row[2], d.timestamp.to_string());
+        assert_eq!(row[3], "7");
+        assert_eq!(row[4], d.sequence.to_string());
+    }
+}

@@ -7,9 +7,18 @@
 # The harness starts its own throwaway PostgreSQL (it must stop and start
 # the server mid-run), as the postgres user when run as root; the server
 # binaries and that user are provided by scripts/lib/services.sh.
+# With the Python package installed by step 50 (target/python-venv), a
+# forking Python worker runs beside the Rust ones.
 cargo test -p grantid-torture --locked
 cargo build -p grantid-torture --bins --locked
+extra=()
+py=target/python-venv/bin/python
+if [ -x "$py" ] && "$py" -c 'import grantid' 2>/dev/null; then
+  extra=(--python "$py")
+else
+  echo "torture: no grantid Python package in $py (step 50): the forking Python worker is left out"
+fi
 "${CARGO_TARGET_DIR:-target}/debug/torture-harness" \
   --processes 4 --threads 2 --rate 25000 --duration-s 50 \
   --fault-interval-ms 3000 --faults kill,stop,postgres,clock \
-  --min-ids 5000000
+  --min-ids 5000000 "${extra[@]}"

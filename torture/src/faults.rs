@@ -36,6 +36,12 @@ pub struct FaultLog {
     pub pg_recovered: u64,
     /// Live workers expected to do both, summed over outages.
     pub pg_expected: u64,
+    /// `fork()`s of the Python worker.
+    pub py_forks: u64,
+    /// Forked children that recorded IDs and exited cleanly.
+    pub py_children_ok: u64,
+    /// Forked children that failed.
+    pub py_children_failed: u64,
     /// Faults that did not take effect, with the reason.
     pub failures: Vec<String>,
 }

@@ -107,6 +107,16 @@ impl Fleet {
         }
     }
 
+    /// What every process is started with.
+    pub fn spec(&self) -> &WorkerSpec {
+        &self.spec
+    }
+
+    /// The file whose existence tells every worker to stop.
+    pub fn stop_file(&self) -> &Path {
+        &self.stop_file
+    }
+
     /// Starts a process for `slot` (a new slot when `slot == live.len()`).
     pub fn spawn(&mut self, slot: usize, launch: Launch) -> Result<(), String> {
         let n = self.all.len();

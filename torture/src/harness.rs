@@ -57,7 +57,13 @@ pub struct HarnessConfig {
     pub fault_shared_fake_grant: bool,
     /// Random seed (faults, clock schedule choices are per process).
     pub seed: u64,
+    /// A Python interpreter with the `grantid` package: runs one forking
+    /// Python worker (torture/python/fork_worker.py) beside the Rust ones.
+    pub python: Option<PathBuf>,
 }
+
+/// The forking Python worker.
+pub const PYTHON_WORKER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/python/fork_worker.py");
 
 /// Options the harness accepts (`--help` prints them).
 pub const HELP: &str = "\
@@ -83,6 +89,8 @@ authority's grant log.
   --work-dir DIR         record files here (default: a new temp dir)
   --keep                 keep the record files
   --seed N               random seed
+  --python PATH          also run a forking Python worker with this
+                         interpreter (needs the grantid package)
   --fault-shared-fake-grant
                          FAULT INJECTION: two workers bypass the authority
                          with one shared fake grant; the run must FAIL
@@ -108,6 +116,7 @@ const OPTIONS: &[&str] = &[
     "keep",
     "seed",
     "fault-shared-fake-grant",
+    "python",
     "help",
 ];
 
@@ -155,6 +164,7 @@ impl HarnessConfig {
             keep: a.flag("keep"),
             fault_shared_fake_grant: a.flag("fault-shared-fake-grant"),
             seed: a.get("seed", fastrand::u64(..))?,
+            python: a.str("python").map(PathBuf::from),
         };
         if c.processes == 0 || c.processes > 12 {
             return Err("--processes must be 1..=12 (the layout has 16 workers)".into());
@@ -279,6 +289,10 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
                 .push(format!("slot {slot} got no first grant within 30 s"));
         }
     }
+    let mut python = match &c.python {
+        Some(py) => Some(spawn_python(py, &fleet, dir, c)?),
+        None => None,
+    };
     eprintln!(
         "torture: {} processes x {} threads, namespace {namespace}, files in {}",
         c.processes,
@@ -322,6 +336,9 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
     }
     fleet.reap_crashes()?;
     out.problems.extend(fleet.stop_all(Duration::from_secs(30)));
+    if let Some(child) = python.take() {
+        python_end(child, dir, &mut out);
+    }
     out.problems.extend(fleet.unexpected_exits.iter().cloned());
     out.processes = fleet.all.len();
     for p in &fleet.all {
@@ -354,17 +371,24 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
         .unwrap_or_else(|| pg.as_ref().map(PgServer::url).unwrap_or_default());
     let mut client = verify::connect(&check_url)?;
     let grants = verify::load_grants(&mut client, &namespace)?;
+    let mut files: Vec<PathBuf> = fleet
+        .all
+        .iter()
+        .map(|p| p.ids.clone())
+        .filter(|p| p.exists()) // a process killed before its first grant has none
+        .collect();
+    files.extend(python_files(dir));
     // The file checks and the PostgreSQL load run side by side.
     let (files, pg_found) = std::thread::scope(|scope| {
         let pg_side = c.pg_check.then(|| {
-            let all = &fleet.all;
+            let all = &files;
             let client = &mut client;
             scope.spawn(move || {
                 let mut found = Findings::default();
                 verify::pg_check(client, all, &mut found).map(|()| found)
             })
         });
-        let files = verify::check_files(&fleet.all, &layout, &grants, &dir.join("scratch"));
+        let files = verify::check_files(&files, &layout, &grants, &dir.join("scratch"));
         let pg_found = pg_side.map(|h| {
             h.join()
                 .unwrap_or_else(|_| Err("the PostgreSQL check panicked".into()))
@@ -438,6 +462,14 @@ fn judge(c: &HarnessConfig, out: &mut Outcome) {
             p.push(format!("fault {kind:?} was not injected (and verified)"));
         }
     }
+    if c.python.is_some()
+        && (fl.py_forks == 0 || fl.py_children_ok == 0 || fl.py_children_failed > 0)
+    {
+        p.push(format!(
+            "Python fork fault: {} forks, {} children recorded and exited cleanly, {} failed",
+            fl.py_forks, fl.py_children_ok, fl.py_children_failed
+        ));
+    }
     if c.clock_faults && (out.totals.get("skew_back") == 0 || out.totals.get("skew_forward") == 0) {
         p.push("clock faults were not injected".into());
     }
@@ -510,6 +542,16 @@ pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
             "{} stop/start (workers saw uncertainty {}/{}, issued again {}/{})",
             fl.pg_restarts, fl.pg_uncertain_seen, fl.pg_expected, fl.pg_recovered, fl.pg_expected
         ),
+    );
+    line(
+        "fault fork (python)",
+        match &c.python {
+            None => "not run (no --python)".into(),
+            Some(_) => format!(
+                "{} forks of a Python worker; {} children recorded IDs and exited cleanly, {} failed",
+                fl.py_forks, fl.py_children_ok, fl.py_children_failed
+            ),
+        },
     );
     line(
         "fault clock",
@@ -588,4 +630,80 @@ pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
         "RESULT: FAIL\n"
     });
     format!("torture summary (seed {})\n{s}", c.seed)
+}
+
+fn spawn_python(
+    py: &std::path::Path,
+    fleet: &Fleet,
+    dir: &std::path::Path,
+    c: &HarnessConfig,
+) -> Result<std::process::Child, String> {
+    let log = std::fs::File::create(dir.join("py.log")).map_err(|e| e.to_string())?;
+    std::process::Command::new(py)
+        .arg(PYTHON_WORKER)
+        .args([
+            "--url",
+            &fleet.spec().url,
+            "--namespace",
+            &fleet.spec().namespace,
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--stop-file")
+        .arg(fleet.stop_file())
+        .arg("--status")
+        .arg(dir.join("py.status"))
+        .args(["--rate", &c.rate.clamp(1, 20_000).to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {} {PYTHON_WORKER}: {e}", py.display()))
+}
+
+/// Waits for the Python worker (the stop file is already there) and takes
+/// its fork counts.
+fn python_end(mut child: std::process::Child, dir: &std::path::Path, out: &mut Outcome) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(code)) => break Some(code),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let log = std::fs::read_to_string(dir.join("py.log")).unwrap_or_default();
+    if !code.is_some_and(|c| c.success()) {
+        out.problems.push(format!(
+            "the Python worker ended with {code:?}: {}",
+            log.trim()
+        ));
+    }
+    if let Ok(Some(s)) = Status::read(&dir.join("py.status")) {
+        out.faults.py_forks = s.get("forks");
+        out.faults.py_children_ok = s.get("children_ok");
+        out.faults.py_children_failed = s.get("children_failed");
+        out.totals.set("py_ids", s.get("ids"));
+    }
+}
+
+/// The Python worker's record files (`py-*.ids`).
+fn python_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "ids")
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("py-"))
+        })
+        .collect();
+    v.sort();
+    v
 }

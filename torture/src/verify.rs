@@ -2,7 +2,7 @@
 //! duplicates and IDs outside their grants, and load the IDs into a
 //! PostgreSQL `BIGINT PRIMARY KEY` table as an independent count.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use grantid::Layout;
 use postgres::binary_copy::BinaryCopyInWriter;
@@ -10,7 +10,6 @@ use postgres::types::Type;
 use postgres::{Client, NoTls};
 
 use crate::check::{DupCounter, DupReport, GrantIndex, LoggedGrant, Placement};
-use crate::fleet::Proc;
 use crate::idfile;
 
 /// What the checks found.
@@ -65,7 +64,7 @@ pub fn load_grants(client: &mut Client, namespace: &str) -> Result<GrantIndex, S
 
 /// Reads every record file: duplicates and grant placement.
 pub fn check_files(
-    procs: &[Proc],
+    files: &[PathBuf],
     layout: &Layout,
     grants: &GrantIndex,
     scratch: &Path,
@@ -76,9 +75,9 @@ pub fn check_files(
         overlaps: grants.overlaps,
         ..Findings::default()
     };
-    let expected: u64 = procs
+    let expected: u64 = files
         .iter()
-        .filter_map(|p| std::fs::metadata(&p.ids).ok())
+        .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len() / 8)
         .sum();
     let mut dups = DupCounter::new(expected, scratch).map_err(|e| e.to_string())?;
@@ -86,18 +85,14 @@ pub fn check_files(
     let worker_mask = layout.worker_count() - 1;
     let ts_shift = seq_bits + u32::from(layout.worker_bits());
     let mut io_error = None;
-    for p in procs {
-        if !p.ids.exists() {
-            continue; // killed before its first grant
-        }
-        let name = p
-            .ids
+    for path in files {
+        let name = path
             .file_name()
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let header = idfile::header(&p.ids).map_err(|e| format!("{}: {e}", p.ids.display()))?;
-        let read = idfile::read(&p.ids, |id| {
+        let header = idfile::header(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let read = idfile::read(path, |id| {
             f.ids += 1;
             if io_error.is_none()
                 && let Err(e) = dups.push(id)
@@ -132,7 +127,7 @@ pub fn check_files(
                 }
             }
         });
-        let (_, torn) = read.map_err(|e| format!("{}: {e}", p.ids.display()))?;
+        let (_, torn) = read.map_err(|e| format!("{}: {e}", path.display()))?;
         f.files += 1;
         f.torn_bytes += torn as u64;
     }
@@ -143,12 +138,12 @@ pub fn check_files(
     Ok(f)
 }
 
-fn copy_ids(client: &mut Client, table: &str, procs: &[Proc]) -> Result<u64, postgres::Error> {
+fn copy_ids(client: &mut Client, table: &str, files: &[PathBuf]) -> Result<u64, postgres::Error> {
     let sink = client.copy_in(&format!("COPY {table} (id) FROM STDIN (FORMAT binary)"))?;
     let mut w = BinaryCopyInWriter::new(sink, &[Type::INT8]);
     let mut err = None;
-    for p in procs.iter().filter(|p| p.ids.exists()) {
-        let _ = idfile::read(&p.ids, |id| {
+    for path in files {
+        let _ = idfile::read(path, |id| {
             if err.is_none()
                 && let Err(e) = w.write(&[&(id as i64)])
             {
@@ -165,7 +160,7 @@ fn copy_ids(client: &mut Client, table: &str, procs: &[Proc]) -> Result<u64, pos
 /// The independent count: every ID COPYed into an unlogged table, then a
 /// `BIGINT PRIMARY KEY` added (one sorted index build, much faster than
 /// keyed inserts). When PostgreSQL refuses the key, it counts the repeats.
-pub fn pg_check(client: &mut Client, procs: &[Proc], f: &mut Findings) -> Result<(), String> {
+pub fn pg_check(client: &mut Client, files: &[PathBuf], f: &mut Findings) -> Result<(), String> {
     let e = |what: &str, err: postgres::Error| format!("{what}: {err}");
     client
         .batch_execute(
@@ -173,7 +168,7 @@ pub fn pg_check(client: &mut Client, procs: &[Proc], f: &mut Findings) -> Result
              CREATE UNLOGGED TABLE torture_ids (id bigint NOT NULL)",
         )
         .map_err(|x| e("cannot create torture_ids", x))?;
-    let copied = copy_ids(client, "torture_ids", procs).map_err(|x| e("COPY", x))?;
+    let copied = copy_ids(client, "torture_ids", files).map_err(|x| e("COPY", x))?;
     match client.batch_execute("ALTER TABLE torture_ids ADD PRIMARY KEY (id)") {
         Ok(()) => {
             let n: i64 = client

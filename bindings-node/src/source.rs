@@ -199,15 +199,15 @@ fn string_property(object: &Object<'_>, name: &str) -> Option<String> {
 }
 
 fn invalid(field: &str, why: &str) -> GrantError {
-    GrantError::Unavailable(format!("invalid grant: field `{field}` {why}"))
+    GrantError::Invalid(format!("field `{field}` {why}"))
 }
 
 /// Reads a grant object. A missing or mistyped field is an invalid grant,
-/// reported with the field's name and treated as unavailable.
+/// reported with the field's name (counted as invalid, handled as uncertain).
 fn parse_grant(value: &Unknown<'_>) -> Answer {
     let Some(object) = as_object(value) else {
-        return Err(GrantError::Unavailable(format!(
-            "invalid grant: expected an object, got {}",
+        return Err(GrantError::Invalid(format!(
+            "expected an object, got {}",
             type_name(value)
         )));
     };

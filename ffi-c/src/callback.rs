@@ -203,8 +203,8 @@ impl GrantSource for CSource {
         match rc {
             GRANTID_GRANT_OK => {
                 if out.namespace_.is_null() {
-                    return Err(GrantError::Unavailable(
-                        "invalid grant: the callback left grant.namespace_ NULL".into(),
+                    return Err(GrantError::Invalid(
+                        "the callback left grant.namespace_ NULL".into(),
                     ));
                 }
                 // SAFETY: the callback promises a NUL-terminated namespace that

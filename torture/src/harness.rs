@@ -518,10 +518,11 @@ pub fn summary(c: &HarnessConfig, o: &Outcome) -> String {
     line(
         "IDs recorded",
         format!(
-            "{} in {} files (generators issued {}; torn tail bytes {})",
+            "{} in {} files (Rust workers' last status: {} issued; Python parent: {}; torn tail bytes {})",
             thousands(f.ids),
             f.files,
             thousands(t.get("ids_issued")),
+            thousands(t.get("py_ids")),
             f.torn_bytes
         ),
     );

@@ -22,7 +22,16 @@ if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
   useradd --system --no-create-home postgres
 fi
 cargo build --release -p grantid-torture --bins --locked
+# The forking Python worker joins when the package is installed
+# (./scripts/test.sh 50 makes target/python-venv).
+extra=()
+py=target/python-venv/bin/python
+if [ -x "$py" ] && "$py" -c 'import grantid' 2>/dev/null; then
+  extra=(--python "$py")
+else
+  echo "torture: no grantid Python package in $py: the forking Python worker is left out"
+fi
 exec "${CARGO_TARGET_DIR:-target}/release/torture-harness" \
   --processes 6 --threads 3 --rate 15000 --duration-s 960 \
   --fault-interval-ms 5000 --faults kill,stop,postgres,clock \
-  --min-ids 200000000 "$@"
+  --min-ids 200000000 "${extra[@]}" "$@"

@@ -90,8 +90,14 @@ impl PgServer {
     pub fn start() -> Result<PgServer, String> {
         let bin = find_bin()
             .ok_or("no PostgreSQL server binaries (install postgresql, or set GRANTID_PG_BIN)")?;
-        let dir =
-            std::env::temp_dir().join(format!("grantid-torture-pg.{:016x}", fastrand::u64(..)));
+        // As root the server runs as `postgres`, which must reach the
+        // directory: /tmp rather than a $TMPDIR that may sit under /root.
+        let base = if is_root() {
+            PathBuf::from("/tmp")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("grantid-torture-pg.{:016x}", fastrand::u64(..)));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if is_root() {
             let ok = Command::new("chown")

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use grantid::{ErrorKind, Grant, GrantError, GrantRequest, GrantSource, LeaseLostEvent};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
 
 use crate::errors::is_kind;
@@ -77,7 +78,23 @@ impl PySource {
         })
     }
 
+    /// Calls the source inside `grantid._forkguard.GUARD`, so that `fork()`
+    /// never splits a call in two.
     fn call(&self, py: Python<'_>, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let guard = fork_guard(py);
+        if let Some(g) = &guard
+            && let Err(e) = g.call_method0(py, "enter")
+        {
+            log(py, "warning", "cannot enter the fork guard", Some(&e));
+        }
+        let result = self.call_unguarded(py, request);
+        if let Some(g) = &guard {
+            let _ = g.call_method0(py, "exit");
+        }
+        result
+    }
+
+    fn call_unguarded(&self, py: Python<'_>, request: &GrantRequest) -> Result<Grant, GrantError> {
         let request = Py::new(py, PyGrantRequest(request.clone()))
             .map_err(|e| GrantError::Unavailable(format!("cannot make the request: {e}")))?;
         let answer = match self.acquire.call1(py, (request,)) {
@@ -98,6 +115,19 @@ impl PySource {
             GrantError::Unavailable(why)
         })
     }
+}
+
+/// `grantid._forkguard.GUARD` (None if the package is not importable).
+fn fork_guard(py: Python<'_>) -> Option<Py<PyAny>> {
+    static GUARD: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    GUARD
+        .get_or_try_init(py, || {
+            py.import("grantid._forkguard")?
+                .getattr("GUARD")
+                .map(Bound::unbind)
+        })
+        .ok()
+        .map(|g| g.clone_ref(py))
 }
 
 fn describe(py: Python<'_>, err: &PyErr) -> String {
@@ -122,12 +152,21 @@ impl GrantSource for PySource {
             return;
         };
         with_python(|py| {
+            let guard = fork_guard(py);
+            if let Some(g) = &guard {
+                let _ = g.call_method0(py, "enter");
+            }
             let grant = PyGrant(last.clone());
-            if let Err(err) = release.call1(py, PyTuple::new(py, [Py::new(py, grant)?])?) {
+            let result = Py::new(py, grant)
+                .and_then(|g| PyTuple::new(py, [g]))
+                .and_then(|args| release.call1(py, args));
+            if let Some(g) = &guard {
+                let _ = g.call_method0(py, "exit");
+            }
+            if let Err(err) = result {
                 let why = format!("the grant source's release raised {}", describe(py, &err));
                 log(py, "warning", &why, Some(&err));
             }
-            Ok::<(), PyErr>(())
         });
     }
 }

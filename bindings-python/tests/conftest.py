@@ -18,23 +18,23 @@ REPO = Path(__file__).resolve().parents[2]
 
 class LockedFileSource:
     """A grant source for tests that must work across fork(): the state
-    lives in a JSON file guarded by a POSIX record lock (lockf: owned by the
-    process, so a child never inherits a lock its parent's renewal thread
-    held at fork time, as it would with flock), so a parent and its children
-    never get the same worker or overlapping intervals. It follows the
-    design's rule in its simplest form (no lease expiry: a worker once
-    held stays held)."""
+    lives in a JSON file, guarded by flock on a lock file (released when a
+    process dies mid-call; the package's fork guard keeps fork() from
+    copying a held lock into a child) and replaced atomically on every
+    write (a process may exit while its renewal thread is mid-call). It
+    follows the design's rule in its simplest form (no lease expiry: a
+    worker once held stays held)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.lock = path.with_suffix(".lock")
         self.calls = 0
 
     def __call__(self, request: grantid.GrantRequest) -> Dict[str, Any]:
         self.calls += 1
-        with open(self.path, "a+") as f:
-            fcntl.lockf(f, fcntl.LOCK_EX)
-            f.seek(0)
-            text = f.read()
+        with open(self.lock, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            text = self.path.read_text() if self.path.exists() else ""
             state = json.loads(text) if text else {"workers": {}}
             workers = state["workers"]
             if request.worker is None:
@@ -51,11 +51,9 @@ class LockedFileSource:
             start = max(record["high_water"], request.now, request.not_before)
             end = start + request.duration
             record["high_water"] = end
-            f.seek(0)
-            f.truncate()
-            f.write(json.dumps(state))
-            f.flush()
-            os.fsync(f.fileno())
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, self.path)
         return {
             "namespace": request.namespace,
             "worker": worker,

@@ -55,7 +55,8 @@ def test_children_get_new_incarnations_workers_and_unique_ids(file_source: Locke
     assert len(incarnations) == CHILDREN, "each child needs its own incarnation"
     assert parent["incarnation"] not in incarnations
     workers = {r["stats"]["worker"] for r in results}
-    assert len(workers) == CHILDREN and parent["worker"] not in workers
+    detail = [(r["stats"], sorted({gen.decode(i).worker for i in r["ids"]})) for r in results]
+    assert len(workers) == CHILDREN and parent["worker"] not in workers, (parent, detail, file_source.path.read_text())
     for r in results:
         assert r["stats"]["fork_reactivations"] == 1
         assert r["calls"] > calls_before, "the child's own renewal thread called the Python source"

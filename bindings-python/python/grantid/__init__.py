@@ -23,6 +23,8 @@ import os
 from typing import Callable, List
 
 from . import _grantid
+from . import _forkguard
+from ._forkguard import GUARD as _FORK_GUARD
 from ._grantid import (
     DEFAULT_EPOCH_MS,
     DEFAULT_MAX_BATCH,
@@ -81,6 +83,7 @@ _after_fork_in_child: List[Callable[[], None]] = []
 
 
 def _run_after_fork_in_child() -> None:
+    _FORK_GUARD.after_fork_in_child()
     # The generators themselves need nothing here: the core sees the fork
     # (pthread_atfork) and, on a generator's first call in the child, makes
     # a fresh incarnation and acquires a new worker and grant through the
@@ -90,8 +93,20 @@ def _run_after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_run_after_fork_in_child)
+    # before: wait until no Python grant source is running (see _forkguard).
+    os.register_at_fork(
+        before=_FORK_GUARD.before_fork,
+        after_in_parent=_FORK_GUARD.after_fork_in_parent,
+        after_in_child=_run_after_fork_in_child,
+    )
 
-# Close open generators (releasing their workers) while the interpreter can
-# still run their Python grant sources.
-atexit.register(_grantid._shutdown)
+
+def _shutdown() -> None:
+    # Close open generators (releasing their workers) while the interpreter
+    # can still run their Python grant sources; no new source call starts
+    # after this, and a call still running gets a few seconds to return.
+    _grantid._shutdown()
+    _FORK_GUARD.wait_idle(_forkguard.FORK_WAIT)
+
+
+atexit.register(_shutdown)

@@ -10,28 +10,84 @@
 //! atomic add, which is async-signal-safe, as POSIX requires of code that runs
 //! in a child of a multi-threaded process.
 //!
-//! This crate holds the one `unsafe` call the core needs, so that the core
-//! crate itself can `forbid(unsafe_code)`.
+//! It also offers [`section()`]: code that holds something a `fork()` child
+//! must not inherit half-way (a `flock` on a shared state file, a connection
+//! in the middle of a request) runs inside a section, and `fork()` waits (up
+//! to [`FORK_WAIT`]) until no section is running. The child then never
+//! starts with a lock held by a thread that does not exist in it.
+//!
+//! This crate holds the `unsafe` call the core needs, so that the core crate
+//! itself can `forbid(unsafe_code)`.
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 static EPOCH: AtomicU64 = AtomicU64::new(0);
+static ACTIVE: AtomicU64 = AtomicU64::new(0);
+static FORKING: AtomicBool = AtomicBool::new(false);
 static REGISTER: Once = Once::new();
+
+/// Longest a `fork()` waits for running sections to end; after that it goes
+/// on (a section that never ends must not stop the process from forking).
+pub const FORK_WAIT: Duration = Duration::from_secs(10);
+
+extern "C" fn before_fork() {
+    FORKING.store(true, Ordering::SeqCst);
+    let start = Instant::now();
+    while ACTIVE.load(Ordering::SeqCst) != 0 && start.elapsed() < FORK_WAIT {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+extern "C" fn in_parent() {
+    FORKING.store(false, Ordering::SeqCst);
+}
 
 extern "C" fn in_child() {
     EPOCH.fetch_add(1, Ordering::SeqCst);
+    // The threads that were inside sections do not exist here.
+    ACTIVE.store(0, Ordering::SeqCst);
+    FORKING.store(false, Ordering::SeqCst);
+}
+
+/// A running section: `fork()` waits until it is dropped.
+#[derive(Debug)]
+#[must_use = "the section ends when this is dropped"]
+pub struct Section(());
+
+impl Drop for Section {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Enters a section that a `fork()` will not split (waits while a fork is
+/// being prepared).
+pub fn section() -> Section {
+    register();
+    loop {
+        while FORKING.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        ACTIVE.fetch_add(1, Ordering::SeqCst);
+        if !FORKING.load(Ordering::SeqCst) {
+            return Section(());
+        }
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Installs the child handler once per process. Idempotent and cheap after
 /// the first call.
 pub fn register() {
     REGISTER.call_once(|| {
-        // SAFETY: `in_child` is an `extern "C"` function with no arguments
-        // that only performs an atomic add on a static, which is
-        // async-signal-safe; the prepare and parent handlers are null, which
-        // pthread_atfork allows.
-        let rc = unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        // SAFETY: the three handlers are `extern "C"` functions without
+        // arguments that cannot unwind. `in_child` only stores to atomics,
+        // which is async-signal-safe; `before_fork` and `in_parent` run in the
+        // parent, in an ordinary context.
+        let rc =
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(in_parent), Some(in_child)) };
         assert_eq!(rc, 0, "pthread_atfork failed with {rc}");
     });
 }
@@ -46,6 +102,37 @@ pub fn epoch() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fork_waits_for_a_running_section() {
+        register();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _s = section();
+            tx.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        rx.recv().unwrap();
+        let t0 = Instant::now();
+        // SAFETY: the child only calls _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(0) };
+        }
+        let waited = t0.elapsed();
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        holder.join().unwrap();
+        assert!(
+            waited >= Duration::from_millis(100),
+            "fork did not wait: {waited:?}"
+        );
+        // Sections work again after the fork.
+        drop(section());
+    }
 
     #[test]
     fn child_sees_a_new_epoch_and_parent_does_not() {

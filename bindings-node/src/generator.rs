@@ -1,7 +1,9 @@
 //! The `Generator` class: `await Generator.start(options)`, then `nextId()`
 //! and friends, all synchronous and lock-free in the core.
 
-use napi::bindgen_prelude::{AsyncTask, BigInt, Unknown};
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{AsyncTask, BigInt, ToNapiValue, Unknown};
 use napi::{Env, Task};
 use napi_derive::napi;
 
@@ -10,6 +12,7 @@ use crate::convert::{
     from_js, id_from_js,
 };
 use crate::errors::{Result, map_error, rejection};
+use crate::hot::{self, RawValue};
 use crate::options::{Plan, StartOptions};
 
 /// Issues IDs inside grants reserved by an authority. IDs are decimal
@@ -21,7 +24,7 @@ use crate::options::{Plan, StartOptions};
 /// authority then frees it without waiting for the lease to expire).
 #[napi]
 pub struct Generator {
-    inner: grantid::Generator,
+    inner: Arc<grantid::Generator>,
 }
 
 /// Starts a generator off the JS thread, so a JS grant source can answer
@@ -32,7 +35,7 @@ pub struct StartTask {
 
 impl Task for StartTask {
     type Output = std::result::Result<grantid::Generator, grantid::Error>;
-    type JsValue = Generator;
+    type JsValue = RawValue;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         let Some(plan) = self.plan.take() else {
@@ -44,9 +47,21 @@ impl Task for StartTask {
         Ok(plan.into_builder().and_then(|b| b.start()))
     }
 
-    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Generator> {
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<RawValue> {
         match output {
-            Ok(inner) => Ok(Generator { inner }),
+            Ok(inner) => {
+                let inner = Arc::new(inner);
+                let generator = Generator {
+                    inner: Arc::clone(&inner),
+                };
+                // SAFETY: `env` is the live env of this resolve callback, on
+                // the JS thread; the class is registered (the module loaded).
+                let instance = unsafe { Generator::to_napi_value(env.raw(), generator) }?;
+                // The instance's own nextId / nextIdBigInt skip napi-rs's
+                // per-call method machinery (see hot.rs).
+                hot::install(&env, instance, &inner)?;
+                Ok(RawValue(instance))
+            }
             Err(e) => Err(rejection(&env, e)),
         }
     }

@@ -27,6 +27,7 @@ mod convert;
 mod errors;
 mod functions;
 mod generator;
+mod hot;
 mod options;
 mod source;
 mod url;

@@ -403,6 +403,28 @@ impl Generator {
         self.next_id_slow(shard)
     }
 
+    /// The next ID if one is ready without waiting: the fast path, then one
+    /// attempt to claim a chunk. `None` when the call would wait, fail, or
+    /// re-activate after `fork()`; call [`Generator::next_id`] then. Bindings
+    /// use it to stay on the caller's thread (holding the GIL, say) in the
+    /// common case and only hand the waiting case to a blocking call.
+    #[inline]
+    pub fn try_next_id(&self) -> Option<u64> {
+        let shared = &*self.shared;
+        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+            return None;
+        }
+        let shard = thread_shard();
+        let cursor = &shared.cursor;
+        if let Some(id) = cursor.try_next(shard, shared.ticks.cached()) {
+            return Some(id);
+        }
+        match cursor.take(shard, 1, shared.ticks.fresh()) {
+            Take::Span(s) => Some(cursor.shape().compose(s.tick, s.worker, s.seq)),
+            _ => None,
+        }
+    }
+
     #[cold]
     fn next_id_slow(&self, shard: usize) -> Result<u64, Error> {
         let span = self.reserve(shard, 1, &mut Waiter::new(self.shared.config.max_wait))?;
@@ -416,6 +438,7 @@ impl Generator {
     /// `n` IDs, all or none, in increasing order. `n` is at most
     /// `max_batch` (else `InvalidArgument`).
     pub fn next_ids(&self, n: usize) -> Result<Vec<u64>, Error> {
+        self.check_batch(n)?;
         let mut out = vec![0u64; n];
         self.fill(&mut out)?;
         Ok(out)
@@ -425,13 +448,7 @@ impl Generator {
     /// per CAS. All or error: on error `out` is left as it was.
     pub fn fill(&self, out: &mut [u64]) -> Result<(), Error> {
         let shared = &*self.shared;
-        if out.len() > shared.config.max_batch {
-            return Err(Error::invalid(format!(
-                "batch of {} is larger than max_batch {}",
-                out.len(),
-                shared.config.max_batch
-            )));
-        }
+        self.check_batch(out.len())?;
         if out.is_empty() {
             return Ok(());
         }
@@ -462,6 +479,16 @@ impl Generator {
             for (i, slot) in (0..span.count).zip(slots.by_ref()) {
                 *slot = first + i;
             }
+        }
+        Ok(())
+    }
+
+    fn check_batch(&self, n: usize) -> Result<(), Error> {
+        let max = self.shared.config.max_batch;
+        if n > max {
+            return Err(Error::invalid(format!(
+                "batch of {n} is larger than max_batch {max}"
+            )));
         }
         Ok(())
     }

@@ -354,6 +354,11 @@ fn a_batch_larger_than_max_batch_is_invalid() {
         .unwrap();
     let err = g.next_ids(11).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    // Checked before anything is allocated.
+    assert_eq!(
+        g.next_ids(usize::MAX).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
     assert!(err.message().contains("max_batch"));
     assert_eq!(g.next_ids(10).unwrap().len(), 10);
 }
@@ -389,6 +394,25 @@ fn bad_options_are_invalid_arguments() {
     for r in cases {
         assert_eq!(r.unwrap_err().kind(), ErrorKind::InvalidArgument);
     }
+}
+
+#[test]
+fn try_next_id_never_waits() {
+    let source = Scripted::new();
+    let (g, clock) = manual(small(), 300, 0, source.clone());
+    let mut ids: Vec<u64> = (0..16).map(|_| g.try_next_id().unwrap()).collect();
+    let t0 = Instant::now();
+    assert_eq!(g.try_next_id(), None, "the tick is used up");
+    assert!(
+        t0.elapsed() < Duration::from_millis(30),
+        "did not wait for max_wait"
+    );
+    clock.advance(1);
+    ids.push(g.try_next_id().unwrap());
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+    g.close();
+    assert_eq!(g.try_next_id(), None);
 }
 
 #[test]

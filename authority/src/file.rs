@@ -134,12 +134,10 @@ fn grant_of(d: &GrantDoc) -> Grant {
     }
 }
 
-/// The state as loaded: the allocator, the answers kept for retries (by
-/// namespace, incarnation and request id: `Allocator::answers` is keyed
-/// without the namespace, so it is kept empty here), and the recent log.
+/// The state as loaded: the allocator (with the answers kept for retries)
+/// and the recent log.
 struct State {
     alloc: Allocator,
-    answers: HashMap<(String, u64, u64), Grant>,
     recent: Vec<GrantDoc>,
 }
 
@@ -147,7 +145,6 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
     let Some(bytes) = bytes else {
         return Ok(State {
             alloc: Allocator::new(0),
-            answers: HashMap::new(),
             recent: Vec::new(),
         });
     };
@@ -185,7 +182,7 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
             .namespaces
             .insert(name, NamespaceRecord { layout, workers });
     }
-    let answers = doc
+    alloc.answers = doc
         .answers
         .iter()
         .map(|a| {
@@ -197,7 +194,6 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
         .collect();
     Ok(State {
         alloc,
-        answers,
         recent: doc.recent,
     })
 }
@@ -228,6 +224,7 @@ fn encode(state: &State, grace_ms: u64, now_ms: u64) -> Vec<u8> {
     }
     // Keep the answers a retry may still ask for: while the lease lives.
     let mut answers: Vec<GrantDoc> = state
+        .alloc
         .answers
         .iter()
         .filter(|(_, g)| {
@@ -298,13 +295,11 @@ impl GrantSource for FileAuthority {
             request.incarnation,
             request.request_id,
         );
-        if let Some(g) = state.answers.get(&key) {
-            return Ok(g.clone());
-        }
-        state.alloc.answers.clear();
+        let replay = state.alloc.answers.contains_key(&key);
         let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
-        state.alloc.answers.clear();
-        state.answers.insert(key, grant.clone());
+        if replay {
+            return Ok(grant);
+        }
         state.recent.push(grant_doc(&grant, request.request_id));
         locked.write(&encode(&state, self.options.lease_grace_ms, now_ms))?;
         Ok(grant)

@@ -12,10 +12,15 @@ use std::time::{Duration, Instant};
 use grantid::GrantError;
 
 /// An exclusive lock on a state file, released when dropped (the lock file
-/// is closed).
+/// is closed). It is held inside a fork section: a `fork()` waits until it is
+/// released, so a child never inherits a descriptor that holds the lock (it
+/// would hold it for good, since the thread that would release it does not
+/// exist in the child).
 #[derive(Debug)]
 pub(crate) struct Locked {
+    // Field order is drop order: unlock, then end the section.
     _file: File,
+    _section: grantid_fork::Section,
     path: PathBuf,
 }
 
@@ -45,6 +50,7 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
         .write(true)
         .open(&lp)
         .map_err(|e| unavailable("cannot open", &lp, e))?;
+    let section = grantid_fork::section();
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(200);
     loop {
@@ -53,6 +59,7 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
         if rc == 0 {
             return Ok(Locked {
                 _file: file,
+                _section: section,
                 path: path.to_owned(),
             });
         }

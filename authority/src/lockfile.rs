@@ -44,13 +44,16 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
             .map_err(|e| unavailable("cannot create the directory of", path, e))?;
     }
     let lp = lock_path(path);
+    // From before the open: a child forked between the open and the flock
+    // would share the open file description, and with it the lock, for as
+    // long as the child lives.
+    let section = grantid_fork::section();
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&lp)
         .map_err(|e| unavailable("cannot open", &lp, e))?;
-    let section = grantid_fork::section();
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(200);
     loop {

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use grantid::{ErrorKind, ForkPolicy, GrantSource};
+use grantid::{ForkPolicy, GrantSource};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
@@ -64,7 +64,6 @@ fn make_source(py: Python<'_>, grant_source: &Bound<'_, PyAny>) -> PyResult<Box<
 #[pyclass(frozen, weakref, module = "grantid", name = "Generator")]
 pub struct PyGenerator {
     inner: Arc<grantid::Generator>,
-    max_batch: usize,
 }
 
 #[pymethods]
@@ -146,11 +145,15 @@ impl PyGenerator {
         // wait for the first grant without the GIL.
         let inner = Arc::new(py.detach(|| builder.start()).map_err(to_pyerr)?);
         remember(&inner);
-        Ok(PyGenerator { inner, max_batch })
+        Ok(PyGenerator { inner })
     }
 
-    /// The next ID.
+    /// The next ID. The common case runs with the GIL held (no wait is
+    /// possible on it); a call that has to wait releases the GIL.
     fn next_id(&self, py: Python<'_>) -> PyResult<u64> {
+        if let Some(id) = self.inner.try_next_id() {
+            return Ok(id);
+        }
         py.detach(|| self.inner.next_id()).map_err(to_pyerr)
     }
 
@@ -162,13 +165,6 @@ impl PyGenerator {
     /// `n` IDs in increasing order, all or none (`n <= max_batch`).
     fn next_ids(&self, py: Python<'_>, n: i64) -> PyResult<Vec<u64>> {
         let n = usize::try_from(n).map_err(|_| invalid(format!("batch of {n} is negative")))?;
-        if n > self.max_batch {
-            // Refused before the core allocates the batch.
-            return Err(to_pyerr(grantid::Error::new(
-                ErrorKind::InvalidArgument,
-                format!("batch of {n} is larger than max_batch {}", self.max_batch),
-            )));
-        }
         py.detach(|| self.inner.next_ids(n)).map_err(to_pyerr)
     }
 

@@ -110,9 +110,9 @@ impl PySource {
             }
         };
         grant_from_answer(answer.bind(py)).map_err(|why| {
-            let why = format!("invalid grant from the grant source: {why}");
-            log(py, "error", &why, None);
-            GrantError::Unavailable(why)
+            let why = format!("from the grant source: {why}");
+            log(py, "error", &format!("invalid grant {why}"), None);
+            GrantError::Invalid(why)
         })
     }
 }

@@ -60,11 +60,6 @@ def _child_ids(gen: grantid.Generator, out: Any) -> None:
         out.put(([], repr(e)))
 
 
-@pytest.mark.xfail(
-    reason="file authority: a fork() while the parent's renewal thread holds the state file's flock "
-    "leaves the lock held by the child's inherited descriptor",
-    strict=False,
-)
 def test_file_url_after_fork(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()

@@ -105,24 +105,20 @@ pub fn install(env: &Env, object: sys::napi_value, generator: &Data) -> napi::Re
             drop(unsafe { Box::from_raw(data.cast::<Data>()) });
             return Err(e);
         }
+        let mut key = ptr::null_mut();
+        // SAFETY: as above; `key` receives a new string.
+        let made = unsafe {
+            sys::napi_create_string_utf8(
+                env.raw(),
+                name.as_ptr().cast(),
+                name.len() as isize,
+                &mut key,
+            )
+        };
+        check(made, "napi_create_string_utf8")?;
         let descriptor = sys::napi_property_descriptor {
             utf8name: ptr::null(),
-            name: {
-                let mut key = ptr::null_mut();
-                // SAFETY: as above; `key` receives a new string.
-                check(
-                    unsafe {
-                        sys::napi_create_string_utf8(
-                            env.raw(),
-                            name.as_ptr().cast(),
-                            name.len() as isize,
-                            &mut key,
-                        )
-                    },
-                    "napi_create_string_utf8",
-                )?;
-                key
-            },
+            name: key,
             method: None,
             getter: None,
             setter: None,
@@ -132,10 +128,8 @@ pub fn install(env: &Env, object: sys::napi_value, generator: &Data) -> napi::Re
             data: ptr::null_mut(),
         };
         // SAFETY: `object` is a live object of this env; one descriptor.
-        check(
-            unsafe { sys::napi_define_properties(env.raw(), object, 1, &descriptor) },
-            "napi_define_properties",
-        )?;
+        let defined = unsafe { sys::napi_define_properties(env.raw(), object, 1, &descriptor) };
+        check(defined, "napi_define_properties")?;
     }
     Ok(())
 }

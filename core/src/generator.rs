@@ -579,6 +579,9 @@ impl Generator {
         }
     }
 
+    /// Why no tick is left: `GrantExhausted` only when no grant can ever
+    /// come (the timestamp field is used up); otherwise a renewal is due and
+    /// uncertain, which is `Unavailable`, with what the renewal is waiting on.
     fn end_error(&self, end: u64) -> Error {
         let shared = &*self.shared;
         if end >= shared.layout.timestamp_limit() {
@@ -587,27 +590,18 @@ impl Generator {
                 format!("the timestamp field is used up (tick {end}); move to a new namespace"),
             );
         }
-        let (kind, why) = shared.lease.last_failure();
-        if shared.lease.in_flight() && !shared.lease.renewal_uncertain() {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "the committed grants end at tick {end}; a renewal is still waiting for the authority's answer"
-                ),
-            )
-        } else if shared.lease.renewal_uncertain() || kind != ErrorKind::GrantExhausted {
-            Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "the committed grants end at tick {end} and renewal has not succeeded: {why}"
-                ),
-            )
+        let lease = &shared.lease;
+        let why = if lease.renewal_uncertain() {
+            format!("renewal has not succeeded: {}", lease.last_failure().1)
+        } else if lease.in_flight() {
+            "a renewal is waiting for the authority's answer".to_owned()
         } else {
-            Error::new(
-                ErrorKind::GrantExhausted,
-                format!("the committed grants end at tick {end}"),
-            )
-        }
+            "the renewal thread has not renewed yet (late, or not scheduled)".to_owned()
+        };
+        Error::new(
+            ErrorKind::Unavailable,
+            format!("the committed grants end at tick {end}; {why}"),
+        )
     }
 
     /// Runs in a `fork()` child on its first call: re-activates (or closes)

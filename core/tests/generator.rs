@@ -466,3 +466,47 @@ fn an_answer_that_is_not_a_grant_counts_as_invalid() {
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert!(err.message().contains("field `worker` is missing"), "{err}");
 }
+
+#[test]
+fn a_grant_longer_than_one_generation_is_used_to_its_end() {
+    // 26 sequence bits leave 20 bits of relative tick: one generation spans
+    // 1,048,575 ticks, so a 3,000,000-tick grant needs two re-bases.
+    let layout = Layout::new(36, 0, 26).unwrap();
+    let source = Scripted::new();
+    let clock = ManualClock::new(at(1_000));
+    let g = Generator::builder(layout, "rebase", source.clone())
+        .clock(clock.clone())
+        .max_drift_ms(0)
+        .grant_duration_ms(3_000_000)
+        .horizon_ms(3_000_000)
+        .start()
+        .unwrap();
+    let end = g.stats().grant_end.unwrap();
+    assert_eq!(end, 3_001_000);
+    let mut ids = Vec::new();
+    for t in [
+        1_000, 500_000, 1_049_573, 1_049_574, 1_049_575, 1_049_576, 2_000_000, 2_098_150,
+        2_098_151, 3_000_999,
+    ] {
+        clock.set(at(t));
+        // A re-base happens on the renewal thread just before the boundary.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let id = loop {
+            match g.next_id() {
+                Ok(id) => break id,
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "tick {t}: {e}");
+                    thread::sleep(Duration::from_millis(1));
+                }
+            }
+        };
+        assert_eq!(layout.decode(id).unwrap().timestamp, t, "tick {t}");
+        ids.push(id);
+    }
+    check_increasing(&ids);
+    check_ids(&layout, &ids, &source.grants(), Some(g.stats().incarnation));
+    assert!(
+        g.stats().renewals >= 1,
+        "renewed past the first 3,000,000 ticks"
+    );
+}

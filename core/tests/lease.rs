@@ -26,6 +26,20 @@ fn fast(source: Scripted, grant_ms: u64, horizon_ms: u64) -> Generator {
         .unwrap()
 }
 
+/// A generator on `clock` with 100 ms grants, renewed half a grant ahead.
+fn on_manual_clock(source: &Scripted, clock: &Arc<ManualClock>) -> grantid::GeneratorBuilder {
+    Generator::builder(layout(), "lease", source.clone())
+        .clock(clock.clone())
+        .grant_duration_ms(100)
+        .horizon_ms(100)
+}
+
+/// Checks IDs of one generator: no duplicate, each inside a grant of its
+/// incarnation.
+fn check_mine(ids: &[u64], source: &Scripted, incarnation: u64) {
+    check_ids(&layout(), ids, &source.grants(), Some(incarnation));
+}
+
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !f() {
@@ -136,7 +150,7 @@ fn renewal_keeps_issuance_going_without_a_gap() {
         "{errors:?}"
     );
     assert_eq!(s.worker, Some(source.grants()[0].worker), "kept its worker");
-    check_ids(&layout(), &ids, &source.grants(), Some(s.incarnation));
+    check_mine(&ids, &source, s.incarnation);
 }
 
 #[test]
@@ -158,22 +172,14 @@ fn an_outage_shorter_than_the_horizon_goes_unnoticed() {
         errors.iter().all(|k| *k == ErrorKind::CapacityExhausted),
         "{errors:?}"
     );
-    check_ids(
-        &layout(),
-        &ids,
-        &source.grants(),
-        Some(g.stats().incarnation),
-    );
+    check_mine(&ids, &source, g.stats().incarnation);
 }
 
 #[test]
 fn an_outage_past_the_grant_end_is_unavailable_then_recovers() {
     let clock = ManualClock::new(at(10_000));
     let source = Scripted::new();
-    let g = Generator::builder(layout(), "lease", source.clone())
-        .clock(clock.clone())
-        .grant_duration_ms(100)
-        .horizon_ms(100)
+    let g = on_manual_clock(&source, &clock)
         .max_drift_ms(0)
         .backoff(Duration::from_millis(2), Duration::from_millis(5))
         .start()
@@ -192,12 +198,7 @@ fn an_outage_past_the_grant_end_is_unavailable_then_recovers() {
     wait_until("recovery", || g.next_id().is_ok());
     ids.push(g.next_id().unwrap());
     check_increasing(&ids);
-    check_ids(
-        &layout(),
-        &ids,
-        &source.grants(),
-        Some(g.stats().incarnation),
-    );
+    check_mine(&ids, &source, g.stats().incarnation);
     assert_eq!(g.stats().lease_losses, 0);
 }
 
@@ -264,7 +265,7 @@ fn a_confirmed_loss_stops_the_worker_at_once_and_moves_to_another() {
     let s = g.stats();
     assert_eq!(s.lease_losses, 1);
     check_increasing(&ids);
-    check_ids(&layout(), &ids, &source.grants(), Some(s.incarnation));
+    check_mine(&ids, &source, s.incarnation);
 }
 
 #[test]
@@ -292,22 +293,14 @@ fn a_panicking_source_or_callback_does_not_kill_renewal() {
         g.stats().worker.is_some_and(|w| Some(w) != worker)
     });
     let ids = g.next_ids(100).unwrap();
-    check_ids(
-        &layout(),
-        &ids,
-        &source.grants(),
-        Some(g.stats().incarnation),
-    );
+    check_mine(&ids, &source, g.stats().incarnation);
 }
 
 #[test]
 fn a_source_that_hangs_never_lets_an_id_past_the_grant_end() {
     let clock = ManualClock::new(at(5_000));
     let source = Scripted::new();
-    let g = Generator::builder(layout(), "lease", source.clone())
-        .clock(clock.clone())
-        .grant_duration_ms(100)
-        .horizon_ms(100)
+    let g = on_manual_clock(&source, &clock)
         .max_drift_ms(3)
         .start()
         .unwrap();
@@ -332,12 +325,7 @@ fn a_source_that_hangs_never_lets_an_id_past_the_grant_end() {
     );
     clock.set(at(end + 50));
     assert_eq!(g.next_id().unwrap_err().kind(), ErrorKind::Unavailable);
-    check_ids(
-        &layout(),
-        &ids,
-        &source.grants(),
-        Some(g.stats().incarnation),
-    );
+    check_mine(&ids, &source, g.stats().incarnation);
     // close() does not wait for the hung call.
     let t0 = Instant::now();
     g.close();
@@ -464,5 +452,5 @@ fn grant_switches_racing_next_id_never_duplicate() {
     let s = g.stats();
     assert!(s.lease_losses >= 5, "{s:?}");
     assert!(ids.len() > 10_000);
-    check_ids(&layout(), &ids, &source.grants(), Some(s.incarnation));
+    check_mine(&ids, &source, s.incarnation);
 }

@@ -364,6 +364,13 @@ impl Cursor {
             let worker = self.params.worker.load(Ordering::Acquire);
             let tick_w = base + shape.rel(w);
             if tick_w > horizon && !Shape::fresh(w) {
+                // A base newer than `w` (a switch just happened) would make
+                // this tick meaningless; a newer base implies the seal of
+                // `w` is visible, so a word that did not change proves the
+                // base belongs to it.
+                if s.word.load(Ordering::Acquire) != w {
+                    continue;
+                }
                 return Take::Behind { cursor: tick_w };
             }
             if w & 1 == 1 && tick_w >= t {

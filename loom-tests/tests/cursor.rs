@@ -20,16 +20,20 @@ fn cursor(seq_bits: u8, shards: usize, drift: u64) -> Cursor {
 }
 
 /// One ID through the fast path, else the slow path; `None` if refused.
+/// A switch in progress is waited out, as the generator does.
 fn next(c: &Cursor, shard: usize, t: u64) -> Option<u64> {
     if let Some(id) = c.try_next(shard, t) {
         return Some(id);
     }
-    match c.take(shard, 1, t) {
-        Take::Span(s) => {
-            assert_eq!(s.count, 1);
-            Some(c.shape().compose(s.tick, s.worker, s.seq))
+    loop {
+        match c.take(shard, 1, t) {
+            Take::Span(s) => {
+                assert_eq!(s.count, 1);
+                return Some(c.shape().compose(s.tick, s.worker, s.seq));
+            }
+            Take::Sealed(Status::Switching | Status::Active) => thread::yield_now(),
+            _ => return None,
         }
-        _ => None,
     }
 }
 
@@ -121,6 +125,10 @@ fn grant_switch_racing_next_id() {
         };
         let a = issuer.join().unwrap();
         let b = switcher.join().unwrap();
+        // Capacity is left at tick 12 in either grant: no call is refused
+        // (a stale word read beside the new grant's base must not look like
+        // a clock rollback).
+        assert_eq!(a.len(), 2, "a call was refused across the switch");
         assert_eq!(b.len(), 1);
         // After the switch, only the new worker is issued.
         let after = next(&c, 0, 12).unwrap();

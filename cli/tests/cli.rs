@@ -78,23 +78,18 @@ fn next_json_has_string_ids_and_fields() {
     }
 }
 
+/// `grantid decode ID [extra]` in the worked example's layout (12/3/4).
+fn decode_worked(id: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["decode", id, "--timestamp-bits", "12", "--worker-bits", "3"];
+    args.extend(["--sequence-bits", "4"]);
+    args.extend(extra);
+    grantid().args(args).output().unwrap()
+}
+
 #[test]
 fn decode_worked_vector() {
     // DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
-    let out = grantid()
-        .args([
-            "decode",
-            "20497",
-            "--json",
-            "--timestamp-bits",
-            "12",
-            "--worker-bits",
-            "3",
-            "--sequence-bits",
-            "4",
-        ])
-        .output()
-        .unwrap();
+    let out = decode_worked("20497", &["--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -106,19 +101,7 @@ fn decode_worked_vector() {
         (Some(160), Some(1), Some(1))
     );
     assert_eq!(v["id"], "20497");
-    let hex = grantid()
-        .args([
-            "decode",
-            "0x5011",
-            "--timestamp-bits",
-            "12",
-            "--worker-bits",
-            "3",
-            "--sequence-bits",
-            "4",
-        ])
-        .output()
-        .unwrap();
+    let hex = decode_worked("0x5011", &[]);
     assert!(hex.status.success());
     assert!(
         String::from_utf8(hex.stdout)

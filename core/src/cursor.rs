@@ -317,11 +317,6 @@ impl Cursor {
         self.status.store(status as u64, Ordering::SeqCst);
     }
 
-    /// The committed end of the current generation (exclusive), as seen now.
-    pub fn end(&self) -> u64 {
-        self.params.end.load(Ordering::Acquire)
-    }
-
     /// One attempt on the fast path: the next sequence number of the shard's
     /// chunk, when the shard owns one at a tick within `[t, t + drift]`.
     #[inline]

@@ -2,14 +2,15 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, Ticks};
 use crate::cursor::{Cursor, Shape, Span, Status, Take};
 use crate::error::{Error, ErrorKind};
+use crate::forksafe::ForkSafeMutex;
 use crate::grant::GrantSource;
 use crate::layout::{Decoded, Layout};
 use crate::lease::{self, LeaseView};
@@ -101,7 +102,7 @@ struct Threads {
 /// by reference or in an `Arc`. Dropping it closes it.
 pub struct Generator {
     shared: Arc<Shared>,
-    threads: Mutex<Threads>,
+    threads: ForkSafeMutex<Threads>,
 }
 
 impl fmt::Debug for Generator {
@@ -277,7 +278,7 @@ impl GeneratorBuilder {
             reactivating: AtomicBool::new(false),
         });
         let generator = Generator {
-            threads: Mutex::new(Threads {
+            threads: ForkSafeMutex::new(Threads {
                 fork_epoch: grantid_fork::epoch(),
                 ticker: None,
                 manager: None,
@@ -349,7 +350,7 @@ impl Generator {
                 )
             })?;
         {
-            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            let mut threads = self.threads.lock();
             threads.fork_epoch = grantid_fork::epoch();
             threads.ticker = ticker;
             threads.manager = Some(manager);
@@ -659,7 +660,7 @@ impl Generator {
             // The parent's threads do not exist here: forget their handles
             // (joining or detaching them would act on threads of another
             // process).
-            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            let mut threads = self.threads.lock();
             std::mem::forget(threads.ticker.take());
             std::mem::forget(threads.manager.take());
         }
@@ -719,7 +720,7 @@ impl Generator {
         shared.ticks.stop();
         let same_process = grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst);
         let (ticker, manager) = {
-            let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+            let mut threads = self.threads.lock();
             let handles = (threads.ticker.take(), threads.manager.take());
             if threads.fork_epoch != grantid_fork::epoch() {
                 std::mem::forget(handles);

@@ -10,13 +10,14 @@
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::cursor::Status;
 use crate::error::ErrorKind;
+use crate::forksafe::ForkSafeMutex;
 use crate::generator::{LeaseLostEvent, Shared};
 use crate::grant::{Grant, GrantError, GrantRequest};
 use crate::stats::Counters;
@@ -33,8 +34,8 @@ pub(crate) struct LeaseView {
     installed: AtomicBool,
     in_flight: AtomicBool,
     reached: AtomicU64,
-    failure: Mutex<(ErrorKind, String)>,
-    last_grant: Mutex<Option<Grant>>,
+    failure: ForkSafeMutex<(ErrorKind, String)>,
+    last_grant: ForkSafeMutex<Option<Grant>>,
 }
 
 impl Default for LeaseView {
@@ -48,8 +49,8 @@ impl Default for LeaseView {
             installed: AtomicBool::new(false),
             in_flight: AtomicBool::new(false),
             reached: AtomicU64::new(NONE),
-            failure: Mutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
-            last_grant: Mutex::new(None),
+            failure: ForkSafeMutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
+            last_grant: ForkSafeMutex::new(None),
         }
     }
 }
@@ -64,7 +65,7 @@ impl LeaseView {
         self.renewal_uncertain.store(false, Ordering::SeqCst);
         self.switch_pending.store(false, Ordering::SeqCst);
         self.installed.store(false, Ordering::SeqCst);
-        *lock(&self.last_grant) = None;
+        *self.last_grant.lock() = None;
         self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
     }
     pub fn worker(&self) -> Option<u32> {
@@ -110,26 +111,16 @@ impl LeaseView {
         (r != NONE).then_some(r)
     }
     fn set_failure(&self, kind: ErrorKind, why: impl Into<String>) {
-        *lock(&self.failure) = (kind, why.into());
+        let why = why.into();
+        *self.failure.lock() = (kind, why);
     }
-    /// The last authority failure, for error messages. Never blocks (a
-    /// `fork()` may have copied the lock held).
+    /// The last authority failure, for error messages.
     pub fn last_failure(&self) -> (ErrorKind, String) {
-        match self.failure.try_lock() {
-            Ok(f) => f.clone(),
-            Err(_) => (
-                ErrorKind::Unavailable,
-                "authority state is being updated".into(),
-            ),
-        }
+        self.failure.lock().clone()
     }
     pub fn last_grant(&self) -> Option<Grant> {
-        self.last_grant.try_lock().ok().and_then(|g| g.clone())
+        self.last_grant.lock().clone()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A fresh random 64-bit incarnation.
@@ -367,7 +358,7 @@ impl Manager {
         self.retry = None;
         shared.lease.worker.store(NONE, Ordering::Release);
         shared.lease.committed_end.store(NONE, Ordering::Release);
-        *lock(&shared.lease.last_grant) = None;
+        *shared.lease.last_grant.lock() = None;
         Counters::bump(&shared.counters.lease_losses);
         log::error!(target: "grantid", "event=lease_lost namespace={} worker={worker} reason={why}", shared.namespace);
         if let Some(callback) = &shared.on_lease_lost {
@@ -428,7 +419,7 @@ impl Manager {
             .lease
             .committed_end
             .store(self.committed_end, Ordering::Release);
-        *lock(&shared.lease.last_grant) = Some(grant);
+        *shared.lease.last_grant.lock() = Some(grant);
         if let Some(starter) = self.starter.take() {
             starter.unpark();
         }

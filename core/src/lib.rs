@@ -68,6 +68,7 @@ mod clock;
 #[doc(hidden)]
 pub mod cursor;
 mod error;
+mod forksafe;
 mod generator;
 mod grant;
 mod layout;

@@ -3,9 +3,14 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use common::Scripted;
-use grantid::{ErrorKind, ForkPolicy, Generator, Layout};
+use grantid::{
+    ErrorKind, ForkPolicy, Generator, Grant, GrantError, GrantRequest, GrantSource, Layout,
+    source_fn,
+};
 
 fn layout() -> Layout {
     Layout::new(41, 6, 10).unwrap()
@@ -131,4 +136,106 @@ fn a_forked_child_reactivates_or_refuses() {
     assert_eq!(child, vec![1]);
     assert!(closing.next_id().unwrap() > before, "the parent goes on");
     assert_eq!(source.releases.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+/// How a forked child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChildEnd {
+    Exited(i32),
+    /// Still running at the watchdog's deadline (then killed).
+    Hung,
+}
+
+/// Forks; the child runs `child` and exits with its code. The parent waits at
+/// most `watchdog`, then kills the child and reports it hung.
+fn fork_with_watchdog(watchdog: Duration, child: impl FnOnce() -> i32) -> ChildEnd {
+    // SAFETY: fork(2) has no preconditions; the child runs `child` and
+    // _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = child();
+        // SAFETY: ends the child without the parent's atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let deadline = Instant::now() + watchdog;
+    let mut status = 0;
+    loop {
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        assert!(r >= 0, "waitpid failed");
+        if r == pid {
+            return ChildEnd::Exited(if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                -1
+            });
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: `pid` is our child; SIGKILL then reap it.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return ChildEnd::Hung;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A source that grants in a `fork()` child without taking any lock, and in
+/// the parent grants once, then answers `Unavailable` for ever, so the
+/// parent's renewal thread records a failure again and again.
+fn uncertain_in_parent() -> impl GrantSource {
+    let parent = std::process::id();
+    let first = AtomicBool::new(true);
+    source_fn(move |r: &GrantRequest| {
+        if std::process::id() == parent && !first.swap(false, Ordering::SeqCst) {
+            return Err(GrantError::Unavailable("uncertain in the parent".into()));
+        }
+        let start = r.now.max(r.not_before);
+        Ok(Grant {
+            namespace: r.namespace.clone(),
+            worker: 1,
+            incarnation: r.incarnation,
+            grant_id: r.request_id,
+            start,
+            end: start + r.duration,
+        })
+    })
+}
+
+/// A `fork()` that lands while a renewal thread holds one of its locks must
+/// not leave the child hanging on it. Several generators retry an uncertain
+/// authority with a 1 ns backoff (their renewal threads record a failure in
+/// a loop) while the test forks; every child must issue from each generator
+/// within the watchdog's bound.
+#[test]
+fn a_child_forked_while_renewal_records_a_failure_never_hangs() {
+    let generators: Vec<Generator> = (0..8)
+        .map(|_| {
+            Generator::builder(layout(), "fork-hang", uncertain_in_parent())
+                .backoff(Duration::from_nanos(1), Duration::from_nanos(1))
+                .startup_timeout(Duration::from_secs(5))
+                .start()
+                .unwrap()
+        })
+        .collect();
+    let started = Instant::now();
+    let (mut forks, mut hung, mut failed) = (0, 0, 0);
+    while forks < 3_000 && started.elapsed() < Duration::from_secs(20) {
+        forks += 1;
+        match fork_with_watchdog(Duration::from_secs(3), || {
+            i32::from(!generators.iter().all(|g| g.next_id().is_ok()))
+        }) {
+            ChildEnd::Exited(0) => {}
+            ChildEnd::Exited(_) => failed += 1,
+            ChildEnd::Hung => hung += 1,
+        }
+    }
+    assert_eq!(
+        (hung, failed),
+        (0, 0),
+        "of {forks} children, {hung} hung and {failed} failed to issue"
+    );
 }

@@ -176,6 +176,11 @@ impl Shape {
     fn sealed(&self, w: u64) -> bool {
         self.rel(w) == self.max_rel
     }
+    /// Sealed by a close: sealed, with sequence 1 (other seals have 0).
+    #[inline]
+    fn closed(&self, w: u64) -> bool {
+        self.sealed(w) && self.seq(w) == 1
+    }
     /// (rel, seq) as one comparable number.
     #[inline]
     fn position(&self, w: u64) -> u64 {
@@ -312,9 +317,19 @@ impl Cursor {
     }
 
     /// Sets the status without touching the words (to tell a sealed cursor's
-    /// callers why it is sealed).
-    pub fn set_status(&self, status: Status) {
-        self.status.store(status as u64, Ordering::SeqCst);
+    /// callers why it is sealed). `Closed` is final: once set, no other
+    /// status replaces it. False if the cursor is closed.
+    pub fn set_status(&self, status: Status) -> bool {
+        self.status
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s != Status::Closed as u64).then_some(status as u64)
+            })
+            .is_ok()
+    }
+
+    /// True once the cursor was sealed with `Status::Closed`.
+    pub fn is_closed(&self) -> bool {
+        self.status() == Status::Closed
     }
 
     /// One attempt on the fast path: the next sequence number of the shard's
@@ -497,21 +512,34 @@ impl Cursor {
             .fetch_add(n, Ordering::Relaxed);
     }
 
+    /// The words, the global one first.
+    fn words(&self) -> impl Iterator<Item = &AtomicU64> {
+        std::iter::once(&*self.global).chain(self.shards.iter().map(|s| &s.word))
+    }
+
     /// Seals every word so no reservation of the current generation can
-    /// complete, and sets the status callers will see.
+    /// complete, and sets the status callers will see. Sealing with
+    /// `Status::Closed` is final: it marks every word closed, and neither a
+    /// later seal nor [`Cursor::install`] changes a closed word.
     pub fn seal(&self, status: Status) -> Sealed {
-        self.status.store(status as u64, Ordering::SeqCst);
+        let closing = status == Status::Closed;
+        if closing {
+            self.status.store(status as u64, Ordering::SeqCst);
+        } else {
+            self.set_status(status);
+        }
         let shape = &self.shape;
         let base = self.params.base.load(Ordering::Acquire);
         let mut reached = None;
-        let words = std::iter::once(&*self.global).chain(self.shards.iter().map(|s| &s.word));
-        for (i, word) in words.enumerate() {
+        for (i, word) in self.words().enumerate() {
             let mut w = word.load(Ordering::Acquire);
-            while !shape.sealed(w) {
-                let sealed = shape.pack(Shape::gen_of(w), shape.max_rel, 0, false);
+            while !shape.closed(w) && (closing || !shape.sealed(w)) {
+                let sealed = shape.pack(Shape::gen_of(w), shape.max_rel, u64::from(closing), false);
                 match word.compare_exchange(w, sealed, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => {
-                        if i == 0 {
+                        if shape.sealed(w) {
+                            // Already sealed: a close only marks it.
+                        } else if i == 0 {
                             reached = Some(base + shape.rel(w));
                         } else {
                             self.count_drop(&self.shards[i - 1], w);
@@ -527,21 +555,35 @@ impl Cursor {
 
     /// Installs generation `generation` (mod 2^16) for `worker` over ticks
     /// `[base, end)`, on a sealed cursor. `end` is capped at the span one
-    /// generation can address; the return value is the end installed.
-    pub fn install(&self, generation: u64, worker: u64, base: u64, end: u64) -> u64 {
+    /// generation can address; the return value is the end installed, or
+    /// `None` if the cursor is closed (then nothing is installed: a closed
+    /// word is never replaced).
+    pub fn install(&self, generation: u64, worker: u64, base: u64, end: u64) -> Option<u64> {
         let shape = &self.shape;
         let generation = generation & ((1 << GEN_BITS) - 1);
         let end = end.min(base.saturating_add(shape.max_rel));
         self.params.worker.store(worker, Ordering::Release);
         self.params.base.store(base, Ordering::Release);
         self.params.end.store(end, Ordering::Release);
-        self.status.store(Status::Active as u64, Ordering::Release);
-        let fresh = shape.pack(generation, 0, 0, false);
-        self.global.store(fresh, Ordering::Release);
-        for s in self.shards.iter() {
-            s.word.store(fresh, Ordering::Release);
+        if !self.set_status(Status::Active) {
+            return None;
         }
-        end
+        let fresh = shape.pack(generation, 0, 0, false);
+        for word in self.words() {
+            // A close that seals in the same order, global word first, has
+            // already marked every word up to a closed one: stop there.
+            let mut w = word.load(Ordering::Acquire);
+            loop {
+                if shape.closed(w) {
+                    return None;
+                }
+                match word.compare_exchange(w, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(actual) => w = actual,
+                }
+            }
+        }
+        Some(end)
     }
 
     /// Moves the committed end forward (never back), capped at the span the
@@ -693,6 +735,25 @@ mod tests {
         c.install(2, 5, 161, 200);
         let d = l.decode(ids(&c, 0, 161, 1)[0]).unwrap();
         assert_eq!((d.worker, d.timestamp), (5, 161));
+    }
+
+    #[test]
+    fn closed_is_final() {
+        let l = Layout::new(12, 3, 4).unwrap();
+        let c = cursor(l, 2, 0);
+        c.install(1, 1, 160, 200);
+        ids(&c, 1, 160, 3);
+        // A switch seals, a close lands before the install: the install
+        // must not reopen the cursor.
+        c.seal(Status::Switching);
+        c.seal(Status::Closed);
+        assert_eq!(c.install(2, 1, 161, 200), None);
+        assert_eq!(c.take(0, 1, 161), Take::Sealed(Status::Closed));
+        assert_eq!(c.try_next(1, 161), None);
+        // Neither a later seal nor a status change replaces `Closed`.
+        c.seal(Status::LeaseLost);
+        assert!(!c.set_status(Status::Unavailable));
+        assert_eq!(c.take(1, 1, 161), Take::Sealed(Status::Closed));
     }
 
     #[test]

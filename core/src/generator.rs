@@ -75,6 +75,20 @@ pub(crate) struct Config {
     pub fork_policy: ForkPolicy,
 }
 
+/// Test-only: points of a grant switch where a test can stop the renewal
+/// thread.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HookPoint {
+    /// The cursor is sealed for the switch; the new grant is not installed.
+    BeforeInstall,
+    /// The install returned.
+    AfterInstall,
+}
+
+#[cfg(test)]
+pub(crate) type Hook = Arc<dyn Fn(HookPoint) + Send + Sync>;
+
 /// State shared by the handle, the renewal thread and the ticker.
 pub(crate) struct Shared {
     pub layout: Layout,
@@ -90,6 +104,17 @@ pub(crate) struct Shared {
     /// The fork epoch the current activation belongs to.
     pub fork_epoch: AtomicU64,
     reactivating: AtomicBool,
+    #[cfg(test)]
+    hook: Option<Hook>,
+}
+
+impl Shared {
+    #[cfg(test)]
+    pub(crate) fn hook(&self, point: HookPoint) {
+        if let Some(hook) = &self.hook {
+            hook(point);
+        }
+    }
 }
 
 struct Threads {
@@ -131,6 +156,8 @@ pub struct GeneratorBuilder {
     backoff: (Duration, Duration),
     on_lease_lost: Option<LostCallback>,
     fork_policy: ForkPolicy,
+    #[cfg(test)]
+    hook: Option<Hook>,
 }
 
 impl fmt::Debug for GeneratorBuilder {
@@ -208,6 +235,12 @@ impl GeneratorBuilder {
         self
     }
 
+    #[cfg(test)]
+    pub(crate) fn hook(mut self, hook: impl Fn(HookPoint) + Send + Sync + 'static) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
     /// Validates the options, starts the renewal thread and blocks until the
     /// first valid grant, or fails with `Unavailable` / `LeaseLost` (and the
     /// authority's reason) after the start-up timeout. No ID before a proven
@@ -276,6 +309,8 @@ impl GeneratorBuilder {
             closed: AtomicBool::new(false),
             fork_epoch: AtomicU64::new(grantid_fork::epoch()),
             reactivating: AtomicBool::new(false),
+            #[cfg(test)]
+            hook: self.hook,
         });
         let generator = Generator {
             threads: ForkSafeMutex::new(Threads {
@@ -332,6 +367,8 @@ impl Generator {
             backoff: (DEFAULT_BACKOFF_MIN, DEFAULT_BACKOFF_MAX),
             on_lease_lost: None,
             fork_policy: ForkPolicy::Reactivate,
+            #[cfg(test)]
+            hook: None,
         }
     }
 
@@ -827,5 +864,73 @@ impl Waiter {
         }
         std::thread::sleep(Duration::from_micros(50));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::grant::{Grant, GrantRequest, source_fn};
+
+    /// Grants that leave a one-tick gap after the committed end, so every
+    /// renewal is installed through a grant switch.
+    fn gapped() -> impl GrantSource {
+        source_fn(|r: &GrantRequest| {
+            let start = r.now.max(r.not_before) + u64::from(r.worker.is_some());
+            Ok(Grant {
+                namespace: r.namespace.clone(),
+                worker: 3,
+                incarnation: r.incarnation,
+                grant_id: r.request_id,
+                start,
+                end: start + r.duration,
+            })
+        })
+    }
+
+    /// A `close()` that lands between a switch's check and its install (the
+    /// renewal thread stalled there) stays final: the install does not
+    /// reopen the cursor, and no ID is issued after `close()` returned.
+    #[test]
+    fn close_during_a_stalled_switch_stays_final() {
+        let (to_test, at_point) = mpsc::channel::<HookPoint>();
+        let (to_hook, go) = mpsc::channel::<()>();
+        let go = Mutex::new(go);
+        let installs = AtomicUsize::new(0);
+        let g = Generator::builder(Layout::default(), "close-race", gapped())
+            .grant_duration_ms(1_000)
+            .horizon_ms(1_000)
+            .max_drift_ms(0)
+            .hook(move |point| {
+                // The first install is the start-up grant; stop at the second.
+                if point == HookPoint::BeforeInstall && installs.fetch_add(1, Ordering::SeqCst) != 1
+                {
+                    return;
+                }
+                if installs.load(Ordering::SeqCst) == 2 {
+                    to_test.send(point).unwrap();
+                    go.lock().unwrap().recv().unwrap();
+                }
+            })
+            .start()
+            .unwrap();
+        assert!(g.next_id().is_ok());
+        assert_eq!(at_point.recv().unwrap(), HookPoint::BeforeInstall);
+        g.close();
+        to_hook.send(()).unwrap();
+        assert_eq!(at_point.recv().unwrap(), HookPoint::AfterInstall);
+        // The new grant starts a tick after the old one ends, and `close()`
+        // waited 200 ms for the renewal thread: the clock is inside the new
+        // grant, so only the close can refuse the call.
+        let after = g.next_id();
+        to_hook.send(()).unwrap();
+        assert_eq!(
+            after.clone().map_err(|e| e.kind()),
+            Err(ErrorKind::Closed),
+            "an ID was issued after close() returned: {after:?}"
+        );
     }
 }

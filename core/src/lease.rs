@@ -351,9 +351,6 @@ impl Manager {
         if let Some(r) = sealed.reached {
             shared.lease.note_reached(r);
         }
-        if shared.closed.load(Ordering::SeqCst) {
-            shared.cursor.seal(Status::Closed);
-        }
         self.pending.clear();
         self.retry = None;
         shared.lease.worker.store(NONE, Ordering::Release);
@@ -452,14 +449,20 @@ impl Manager {
             self.installed_end = 0;
             return;
         }
-        if shared.closed.load(Ordering::SeqCst) {
-            shared.cursor.seal(Status::Closed);
-            return;
-        }
         self.generation += 1;
-        self.installed_end = shared
+        #[cfg(test)]
+        shared.hook(crate::generator::HookPoint::BeforeInstall);
+        // A close that ran since the seal above keeps the cursor closed:
+        // `Closed` is final in the cursor itself.
+        let installed = shared
             .cursor
             .install(self.generation, u64::from(worker), floor, end);
+        #[cfg(test)]
+        shared.hook(crate::generator::HookPoint::AfterInstall);
+        let Some(installed) = installed else {
+            return;
+        };
+        self.installed_end = installed;
         if self.installed_end < end {
             self.pending.push_front((self.installed_end, end));
             shared.lease.switch_pending.store(true, Ordering::Release);
@@ -469,8 +472,5 @@ impl Manager {
             .worker
             .store(u64::from(worker), Ordering::Release);
         shared.lease.installed.store(true, Ordering::Release);
-        if shared.closed.load(Ordering::SeqCst) {
-            shared.cursor.seal(Status::Closed);
-        }
     }
 }

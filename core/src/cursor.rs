@@ -113,7 +113,7 @@ impl Shape {
         }
         let used_bits = u32::from(layout.sequence_bits()).min(MAX_SEQUENCE_BITS_USED);
         let seq_limit = 1u64 << used_bits;
-        let shards = shards.next_power_of_two().min(64).min(seq_limit as usize);
+        let shards = shards.min(64).next_power_of_two().min(seq_limit as usize);
         let chunk = (seq_limit / (4 * shards as u64)).clamp(1, MAX_CHUNK);
         let q = used_bits + 1;
         let r = GEN_SHIFT - 1 - q;

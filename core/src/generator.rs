@@ -178,12 +178,14 @@ impl GeneratorBuilder {
     }
     /// How far, in ms, the cursor may lead the clock (default
     /// [`DEFAULT_MAX_DRIFT_MS`]). 0 means never ahead: a used-up tick waits.
+    /// Must be below the layout's timestamp span, as must the grant
+    /// duration and the horizon.
     pub fn max_drift_ms(mut self, ms: u64) -> Self {
         self.max_drift_ms = ms;
         self
     }
-    /// Number of cursor shards (default: the number of CPUs, rounded up to
-    /// a power of two, at most 64).
+    /// Number of cursor shards (default: the number of CPUs). Rounded up to
+    /// a power of two, at most 64; 0 is invalid.
     pub fn shards(mut self, shards: usize) -> Self {
         self.shards = Some(shards);
         self
@@ -267,6 +269,20 @@ impl GeneratorBuilder {
         }
         if self.backoff.0.is_zero() || self.backoff.0 > self.backoff.1 {
             return Err(Error::invalid("backoff needs 0 < min <= max"));
+        }
+        // Every tick count stays inside the timestamp field, so no sum of
+        // ticks overflows.
+        let span_ms = layout.timestamp_limit().saturating_mul(tick);
+        for (name, ms) in [
+            ("max_drift_ms", self.max_drift_ms),
+            ("grant_duration_ms", self.grant_duration_ms),
+            ("horizon_ms", self.horizon_ms),
+        ] {
+            if ms >= span_ms {
+                return Err(Error::invalid(format!(
+                    "{name} ({ms}) must be below the layout's timestamp span ({span_ms} ms)"
+                )));
+            }
         }
         let shards = self
             .shards
@@ -395,10 +411,15 @@ impl Generator {
         shared
             .fork_epoch
             .store(grantid_fork::epoch(), Ordering::SeqCst);
-        let deadline = Instant::now() + shared.config.startup_timeout;
+        let deadline = deadline_after(shared.config.startup_timeout);
         loop {
             if shared.lease.installed() {
                 return Ok(());
+            }
+            if shared.lease.renewal_stopped() {
+                let (_, why) = shared.lease.last_failure();
+                self.close();
+                return Err(Error::new(ErrorKind::Unavailable, why));
             }
             if shared.closed.load(Ordering::SeqCst) {
                 return Err(Error::new(
@@ -474,10 +495,14 @@ impl Generator {
     }
 
     /// `n` IDs, all or none, in increasing order. `n` is at most
-    /// `max_batch` (else `InvalidArgument`).
+    /// `max_batch` (else `InvalidArgument`, as is a batch that cannot be
+    /// allocated).
     pub fn next_ids(&self, n: usize) -> Result<Vec<u64>, Error> {
         self.check_batch(n)?;
-        let mut out = vec![0u64; n];
+        let mut out = Vec::new();
+        out.try_reserve_exact(n)
+            .map_err(|e| Error::invalid(format!("a batch of {n} IDs cannot be allocated: {e}")))?;
+        out.resize(n, 0);
         self.fill(&mut out)?;
         Ok(out)
     }
@@ -629,7 +654,9 @@ impl Generator {
             );
         }
         let lease = &shared.lease;
-        let why = if lease.renewal_uncertain() {
+        let why = if lease.renewal_stopped() {
+            lease.last_failure().1
+        } else if lease.renewal_uncertain() {
             format!("renewal has not succeeded: {}", lease.last_failure().1)
         } else if lease.in_flight() {
             "a renewal is waiting for the authority's answer".to_owned()
@@ -672,7 +699,7 @@ impl Generator {
             shared.reactivating.store(false, Ordering::SeqCst);
             return result;
         }
-        let deadline = Instant::now() + shared.config.startup_timeout;
+        let deadline = deadline_after(shared.config.startup_timeout);
         while shared.reactivating.load(Ordering::SeqCst) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -806,6 +833,14 @@ impl Drop for Generator {
     }
 }
 
+/// `now + wait`; a wait too long for an `Instant` (`Duration::MAX`) is a
+/// century, which is for ever.
+pub(crate) fn deadline_after(wait: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    let now = Instant::now();
+    now.checked_add(wait.min(CENTURY)).unwrap_or(now)
+}
+
 /// The deadline of one call and how it waits.
 struct Waiter {
     max_wait: Duration,
@@ -829,7 +864,7 @@ impl Waiter {
         }
         *self
             .deadline
-            .get_or_insert_with(|| Instant::now() + self.max_wait)
+            .get_or_insert_with(|| deadline_after(self.max_wait))
     }
 
     /// Waits until the clock reaches `tick`; false if the deadline passed.

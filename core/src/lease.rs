@@ -33,6 +33,8 @@ pub(crate) struct LeaseView {
     switch_pending: AtomicBool,
     installed: AtomicBool,
     in_flight: AtomicBool,
+    /// The renewal thread of this activation panicked: no renewal comes.
+    renewal_stopped: AtomicBool,
     reached: AtomicU64,
     failure: ForkSafeMutex<(ErrorKind, String)>,
     last_grant: ForkSafeMutex<Option<Grant>>,
@@ -48,6 +50,7 @@ impl Default for LeaseView {
             switch_pending: AtomicBool::new(false),
             installed: AtomicBool::new(false),
             in_flight: AtomicBool::new(false),
+            renewal_stopped: AtomicBool::new(false),
             reached: AtomicU64::new(NONE),
             failure: ForkSafeMutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
             last_grant: ForkSafeMutex::new(None),
@@ -65,6 +68,7 @@ impl LeaseView {
         self.renewal_uncertain.store(false, Ordering::SeqCst);
         self.switch_pending.store(false, Ordering::SeqCst);
         self.installed.store(false, Ordering::SeqCst);
+        self.renewal_stopped.store(false, Ordering::SeqCst);
         *self.last_grant.lock() = None;
         self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
     }
@@ -90,6 +94,10 @@ impl LeaseView {
     /// True once this activation installed a grant.
     pub fn installed(&self) -> bool {
         self.installed.load(Ordering::Acquire)
+    }
+    /// True once this activation's renewal thread panicked.
+    pub fn renewal_stopped(&self) -> bool {
+        self.renewal_stopped.load(Ordering::Acquire)
     }
     pub fn switch_pending(&self) -> bool {
         self.switch_pending.load(Ordering::Acquire)
@@ -139,7 +147,35 @@ pub(crate) fn spawn(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("grantid-lease".into())
-        .spawn(move || Manager::new(shared, incarnation, starter).run())
+        .spawn(move || {
+            let record = Arc::clone(&shared);
+            let wake = starter.clone();
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                Manager::new(shared, incarnation, starter).run()
+            }));
+            if let Err(panic) = run {
+                // Issuing goes on inside the committed grants (the cursor
+                // needs no renewal thread for that); renewal is over, and
+                // every error from now on says why.
+                let what = panic_text(panic.as_ref());
+                log::error!(target: "grantid", "event=renewal_panicked namespace={} reason={what}", record.namespace);
+                record.lease.set_failure(
+                    ErrorKind::Unavailable,
+                    format!("the renewal thread panicked ({what}); no grant will be renewed: close this generator and start a new one"),
+                );
+                record.lease.renewal_stopped.store(true, Ordering::Release);
+                wake.unpark();
+            }
+        })
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a non-string payload".into())
 }
 
 struct Manager {
@@ -261,7 +297,10 @@ impl Manager {
         let half = self.backoff / 2;
         let jitter = half.mul_f64((self.rng % 1024) as f64 / 1024.0);
         std::thread::park_timeout(half + jitter);
-        self.backoff = (self.backoff * 2).min(self.shared.config.backoff_max);
+        self.backoff = self
+            .backoff
+            .saturating_mul(2)
+            .min(self.shared.config.backoff_max);
     }
 
     fn request(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> GrantRequest {
@@ -297,11 +336,7 @@ impl Manager {
         }
         match answer {
             Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a non-string payload".into());
+                let what = panic_text(panic.as_ref());
                 self.retry = Some(request);
                 self.uncertain(format!("the grant source panicked: {what}"))
             }

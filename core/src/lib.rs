@@ -51,7 +51,7 @@
 //! Logged through the `log` facade, target `grantid`, each message starting
 //! with a stable `event=` name: `grant` (debug), `grant_uncertain` and
 //! `grant_refused` (warn), `grant_invalid`, `lease_lost`,
-//! `on_lease_lost_panicked` (error), `fork_reactivate`, `closed` (info),
+//! `on_lease_lost_panicked`, `renewal_panicked` (error), `fork_reactivate`, `closed` (info),
 //! `release_panicked` (warn).
 //!
 //! ## Threads

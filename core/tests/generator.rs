@@ -510,3 +510,88 @@ fn a_grant_longer_than_one_generation_is_used_to_its_end() {
         "renewed past the first 3,000,000 ticks"
     );
 }
+
+/// Options at the edges of their types are typed errors or work; none
+/// crashes a thread.
+#[test]
+fn extreme_options_never_crash() {
+    let builder = || Generator::builder(Layout::default(), "edges", MemoryAuthority::new());
+    for (name, r) in [
+        ("max_drift_ms", builder().max_drift_ms(u64::MAX).start()),
+        (
+            "grant_duration_ms",
+            builder()
+                .grant_duration_ms(u64::MAX)
+                .horizon_ms(u64::MAX)
+                .start(),
+        ),
+        ("horizon_ms", builder().horizon_ms(u64::MAX).start()),
+    ] {
+        let err = r.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.message().contains(name), "{err}");
+    }
+    // More shards than the cursor keeps: capped, not an overflow.
+    let g = builder().shards(usize::MAX).start().unwrap();
+    assert!(g.next_id().is_ok());
+    // A batch that cannot be allocated is refused, not an abort.
+    let g = builder().max_batch(usize::MAX).start().unwrap();
+    let err = g.next_ids(usize::MAX / 4).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // Waits without end: a start-up timeout and a max_wait of Duration::MAX.
+    let clock = ManualClock::new(at(500));
+    let g = Generator::builder(small(), "edges", MemoryAuthority::new())
+        .clock(clock.clone())
+        .max_drift_ms(0)
+        .max_wait(Duration::MAX)
+        .startup_timeout(Duration::MAX)
+        .backoff(Duration::from_millis(1), Duration::MAX)
+        .start()
+        .unwrap();
+    all_ok(&g, 16);
+    let mover = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(5));
+        clock.advance(1);
+    });
+    assert_eq!(
+        small().decode(g.next_id().unwrap()).unwrap().timestamp,
+        501,
+        "waited for the next tick"
+    );
+    mover.join().unwrap();
+}
+
+/// A clock that panics when the renewal thread reads it.
+struct PanicsOnRenewalThread(Arc<ManualClock>);
+
+impl grantid::Clock for PanicsOnRenewalThread {
+    fn now_ms(&self) -> u64 {
+        if thread::current().name() == Some("grantid-lease") {
+            panic!("clock failure on the renewal thread");
+        }
+        self.0.now_ms()
+    }
+}
+
+/// A renewal thread that panics is recorded: start-up fails at once with
+/// the panic's message instead of waiting out its timeout in silence.
+#[test]
+fn a_panicking_renewal_thread_is_reported() {
+    let clock = Arc::new(PanicsOnRenewalThread(ManualClock::new(at(500))));
+    let t0 = Instant::now();
+    let err = Generator::builder(small(), "panics", MemoryAuthority::new())
+        .clock(clock)
+        .startup_timeout(Duration::from_secs(30))
+        .start()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.message()
+            .contains("renewal thread panicked (clock failure on the renewal thread)"),
+        "{err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "failed before its start-up timeout"
+    );
+}

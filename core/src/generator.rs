@@ -408,12 +408,14 @@ impl Generator {
             threads.ticker = ticker;
             threads.manager = Some(manager);
         }
-        shared
-            .fork_epoch
-            .store(grantid_fork::epoch(), Ordering::SeqCst);
         let deadline = deadline_after(shared.config.startup_timeout);
         loop {
             if shared.lease.installed() {
+                // Only now: until the grant exists, the other threads of a
+                // fork() child must keep waiting in `after_fork`.
+                shared
+                    .fork_epoch
+                    .store(grantid_fork::epoch(), Ordering::SeqCst);
                 return Ok(());
             }
             if shared.lease.renewal_stopped() {
@@ -705,6 +707,11 @@ impl Generator {
         }
         if grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst) {
             Ok(())
+        } else if shared.closed.load(Ordering::SeqCst) {
+            Err(Error::new(
+                ErrorKind::Closed,
+                "the generator closed: re-activation after fork() failed",
+            ))
         } else {
             Err(Error::new(
                 ErrorKind::Unavailable,

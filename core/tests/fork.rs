@@ -183,15 +183,21 @@ fn fork_with_watchdog(watchdog: Duration, child: impl FnOnce() -> i32) -> ChildE
     }
 }
 
-/// A source that grants in a `fork()` child without taking any lock, and in
-/// the parent grants once, then answers `Unavailable` for ever, so the
-/// parent's renewal thread records a failure again and again.
-fn uncertain_in_parent() -> impl GrantSource {
+/// A source that grants without taking any lock (so a `fork()` child can
+/// use it whatever the parent's threads hold). In the parent it grants once,
+/// then answers `Unavailable` for ever if `uncertain_in_parent` (the parent's
+/// renewal thread then records a failure again and again); in a child it
+/// waits `child_delay` before each grant.
+fn lock_free_source(uncertain_in_parent: bool, child_delay: Duration) -> impl GrantSource {
     let parent = std::process::id();
     let first = AtomicBool::new(true);
     source_fn(move |r: &GrantRequest| {
-        if std::process::id() == parent && !first.swap(false, Ordering::SeqCst) {
-            return Err(GrantError::Unavailable("uncertain in the parent".into()));
+        if std::process::id() == parent {
+            if uncertain_in_parent && !first.swap(false, Ordering::SeqCst) {
+                return Err(GrantError::Unavailable("uncertain in the parent".into()));
+            }
+        } else {
+            std::thread::sleep(child_delay);
         }
         let start = r.now.max(r.not_before);
         Ok(Grant {
@@ -214,11 +220,15 @@ fn uncertain_in_parent() -> impl GrantSource {
 fn a_child_forked_while_renewal_records_a_failure_never_hangs() {
     let generators: Vec<Generator> = (0..8)
         .map(|_| {
-            Generator::builder(layout(), "fork-hang", uncertain_in_parent())
-                .backoff(Duration::from_nanos(1), Duration::from_nanos(1))
-                .startup_timeout(Duration::from_secs(5))
-                .start()
-                .unwrap()
+            Generator::builder(
+                layout(),
+                "fork-hang",
+                lock_free_source(true, Duration::ZERO),
+            )
+            .backoff(Duration::from_nanos(1), Duration::from_nanos(1))
+            .startup_timeout(Duration::from_secs(5))
+            .start()
+            .unwrap()
         })
         .collect();
     let started = Instant::now();
@@ -237,5 +247,41 @@ fn a_child_forked_while_renewal_records_a_failure_never_hangs() {
         (hung, failed),
         (0, 0),
         "of {forks} children, {hung} hung and {failed} failed to issue"
+    );
+}
+
+/// While one thread of a `fork()` child re-activates the generator, the
+/// child's other threads wait for it and then issue; they are not refused
+/// with `Unavailable` in the meantime.
+#[test]
+fn other_threads_of_a_child_wait_for_the_reactivation() {
+    let g = Generator::builder(
+        layout(),
+        "fork-wait",
+        lock_free_source(false, Duration::from_millis(200)),
+    )
+    .start()
+    .unwrap();
+    assert!(g.next_id().is_ok());
+    let end = fork_with_watchdog(Duration::from_secs(10), || {
+        std::thread::scope(|s| {
+            let reactivating = s.spawn(|| g.next_id());
+            // The source answers the child after 200 ms: this call comes
+            // while the first one re-activates.
+            std::thread::sleep(Duration::from_millis(50));
+            let other = g.next_id();
+            let first = reactivating.join().unwrap();
+            match (first, other) {
+                (Ok(a), Ok(b)) if a != b => 0,
+                (Err(_), _) => 1,
+                (_, Err(e)) if e.kind() == ErrorKind::Unavailable => 2,
+                _ => 3,
+            }
+        })
+    });
+    assert_eq!(
+        end,
+        ChildEnd::Exited(0),
+        "1: the re-activating call failed, 2: the other call was Unavailable, 3: other"
     );
 }

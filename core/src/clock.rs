@@ -15,7 +15,10 @@
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::Thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::forksafe::ForkSafeMutex;
 
 /// A source of Unix time in milliseconds.
 pub trait Clock: Send + Sync + 'static {
@@ -80,6 +83,10 @@ pub(crate) struct Ticks {
     epoch_ms: u64,
     tick_ms: u64,
     source: TickSource,
+    /// The thread to wake when the clock jumps forward (the renewal thread,
+    /// which sleeps until its next renewal is due by the clock it last
+    /// read).
+    on_jump: ForkSafeMutex<Option<Thread>>,
 }
 
 enum TickSource {
@@ -119,6 +126,7 @@ impl Ticks {
             epoch_ms,
             tick_ms,
             source,
+            on_jump: ForkSafeMutex::new(None),
         };
         if let TickSource::System(t) = &ticks.source {
             t.tick.store(ticks.fresh(), Ordering::Relaxed);
@@ -171,6 +179,29 @@ impl Ticks {
         }
     }
 
+    /// The least real time before the clock, now at `now`, can reach
+    /// `tick`: exact for the system clock; for a user clock, the whole
+    /// ticks in between at real speed.
+    pub(crate) fn least_time_until(&self, now: u64, tick: u64) -> Duration {
+        self.time_until(tick).unwrap_or_else(|| {
+            let ticks = tick.saturating_sub(now).saturating_sub(1);
+            Duration::from_millis(ticks.saturating_mul(self.tick_ms))
+        })
+    }
+
+    /// Sets the thread [`Ticks::wake_on_jump`] wakes.
+    pub(crate) fn set_on_jump(&self, thread: Option<Thread>) {
+        *self.on_jump.lock() = thread;
+    }
+
+    /// Wakes the thread set with [`Ticks::set_on_jump`]: the clock jumped
+    /// forward, or a call found the committed grants used up.
+    pub(crate) fn wake_on_jump(&self) {
+        if let Some(t) = &*self.on_jump.lock() {
+            t.unpark();
+        }
+    }
+
     /// Backward steps the ticker observed.
     pub(crate) fn steps_back(&self) -> u64 {
         match &self.source {
@@ -213,6 +244,10 @@ impl Ticks {
             let prev = ticker.tick.swap(tick, Ordering::Relaxed);
             if tick < prev {
                 ticker.steps_back.fetch_add(1, Ordering::Relaxed);
+            } else if tick > prev + 2 {
+                // A step forward (or a ticker that was not scheduled for a
+                // while): a renewal may be due earlier than planned.
+                self.wake_on_jump();
             }
             let since_epoch = now.saturating_sub(epoch_ns);
             let next_boundary = (since_epoch / tick_ns + 1) * tick_ns;

@@ -600,8 +600,18 @@ impl Generator {
                     ),
                 ),
                 Take::End { end } => {
-                    if shared.lease.switch_pending() && waiter.pause(shared) {
-                        continue;
+                    // The clock may have jumped past the committed end: wake
+                    // the renewal thread rather than leave it asleep, and
+                    // wait for it unless it is known to be failing.
+                    let lease = &shared.lease;
+                    if end < shared.layout.timestamp_limit()
+                        && !lease.renewal_stopped()
+                        && (lease.switch_pending() || !lease.renewal_uncertain())
+                    {
+                        shared.ticks.wake_on_jump();
+                        if waiter.pause(shared) {
+                            continue;
+                        }
                     }
                     return Err(self.end_error(end));
                 }
@@ -864,32 +874,45 @@ impl Waiter {
         }
     }
 
-    fn deadline(&mut self, shared: &Shared) -> Instant {
-        if !self.counted {
-            self.counted = true;
-            Counters::bump(&shared.counters.waits);
-        }
+    fn deadline(&mut self) -> Instant {
         *self
             .deadline
             .get_or_insert_with(|| deadline_after(self.max_wait))
     }
 
-    /// Waits until the clock reaches `tick`; false if the deadline passed.
+    /// Counts the call as one that waited (once).
+    fn count(&mut self, shared: &Shared) {
+        if !self.counted {
+            self.counted = true;
+            Counters::bump(&shared.counters.waits);
+        }
+    }
+
+    /// Waits until the clock reaches `tick`; false, at once, if it cannot
+    /// get there before the deadline even running at full speed (a clock an
+    /// hour behind fails now, not after `max_wait`), or once the deadline
+    /// passed.
     fn wait_for_tick(&mut self, shared: &Shared, tick: u64) -> bool {
-        let deadline = self.deadline(shared);
+        let deadline = self.deadline();
         loop {
-            if shared.ticks.fresh() >= tick {
+            let now_tick = shared.ticks.fresh();
+            if now_tick >= tick {
                 return true;
             }
             let now = Instant::now();
-            if now >= deadline || shared.closed.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(now);
+            if left.is_zero()
+                || shared.closed.load(Ordering::Relaxed)
+                || shared.ticks.least_time_until(now_tick, tick) > left
+            {
                 return false;
             }
+            self.count(shared);
             let nap = shared
                 .ticks
                 .time_until(tick)
                 .unwrap_or(Duration::from_micros(100))
-                .min(deadline - now);
+                .min(left);
             if nap < Duration::from_micros(20) {
                 std::thread::yield_now();
             } else {
@@ -900,10 +923,11 @@ impl Waiter {
 
     /// A short pause while a switch completes; false if the deadline passed.
     fn pause(&mut self, shared: &Shared) -> bool {
-        let deadline = self.deadline(shared);
+        let deadline = self.deadline();
         if Instant::now() >= deadline || shared.closed.load(Ordering::Relaxed) {
             return false;
         }
+        self.count(shared);
         std::thread::sleep(Duration::from_micros(50));
         true
     }

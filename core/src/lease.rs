@@ -231,6 +231,7 @@ impl Manager {
     }
 
     fn run(mut self) {
+        self.shared.ticks.set_on_jump(Some(std::thread::current()));
         while !self.stopped() {
             let now = self.shared.ticks.fresh();
             let drift = self.shared.cursor.shape().drift();

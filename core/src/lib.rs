@@ -33,7 +33,11 @@
 //!   only roughly time-sorted.
 //! * **Clock steps back?** The cursor never moves back. Within `max_drift_ms`
 //!   the generator keeps issuing from its cursor; beyond, a call waits up to
-//!   `max_wait` and then fails with `ClockRollback`.
+//!   `max_wait` for the clock to come back, or fails with `ClockRollback` at
+//!   once when it cannot come back within that time.
+//! * **Clock jumps forward?** A call that finds the committed grants used up
+//!   wakes the renewal thread and waits (up to `max_wait`) for the renewal,
+//!   unless the authority is known to be failing; the ticker wakes it too.
 //! * **Sequence used up?** The next tick is taken if it is within
 //!   `max_drift_ms` of the clock; otherwise the call waits, then fails with
 //!   `CapacityExhausted`. Never a wrap.

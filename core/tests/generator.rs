@@ -595,3 +595,56 @@ fn a_panicking_renewal_thread_is_reported() {
         "failed before its start-up timeout"
     );
 }
+
+/// A clock far behind the cursor cannot come back within `max_wait`: the
+/// call fails at once instead of sleeping its whole deadline first.
+#[test]
+fn a_clock_far_behind_fails_at_once() {
+    let source = Scripted::new();
+    let clock = ManualClock::new(at(200_500));
+    let g = Generator::builder(small(), "behind", source)
+        .clock(clock.clone())
+        .max_drift_ms(10)
+        .max_wait(Duration::from_secs(2))
+        .start()
+        .unwrap();
+    all_ok(&g, 3);
+    clock.set(at(500));
+    let t0 = Instant::now();
+    let err = g.next_id().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ClockRollback, "{err}");
+    assert_eq!(g.stats().waits, 0, "the call waited");
+    assert!(t0.elapsed() < Duration::from_secs(2), "slept its max_wait");
+    // A wait that can end in time still happens: 5 ticks behind the
+    // cursor's lead.
+    clock.set(at(200_500 - 15));
+    let mover = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(5));
+        clock.set(at(200_500));
+    });
+    g.next_id().unwrap();
+    mover.join().unwrap();
+    assert_eq!(g.stats().waits, 1);
+}
+
+/// After the clock jumps past the committed end, a call wakes the renewal
+/// thread and waits for the new grant instead of failing at once.
+#[test]
+fn a_call_after_a_forward_jump_waits_for_the_renewal() {
+    let source = Scripted::new();
+    let clock = ManualClock::new(at(500));
+    let g = Generator::builder(small(), "jump", source.clone())
+        .clock(clock.clone())
+        .max_wait(Duration::from_secs(5))
+        .grant_duration_ms(1_000)
+        .horizon_ms(1_000)
+        .start()
+        .unwrap();
+    let mut ids = all_ok(&g, 3);
+    let end = g.stats().grant_end.unwrap();
+    clock.set(at(end + 10_000));
+    ids.push(g.next_id().unwrap());
+    assert!(small().decode(ids[3]).unwrap().timestamp >= end + 10_000);
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}

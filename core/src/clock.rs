@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::Thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crossbeam_utils::CachePadded;
+
 use crate::forksafe::ForkSafeMutex;
 
 /// A source of Unix time in milliseconds.
@@ -91,7 +93,7 @@ pub(crate) struct Ticks {
 
 enum TickSource {
     /// A ticker thread publishes the tick; `fresh` reads the system clock.
-    System(Arc<Ticker>),
+    System(CachePadded<Ticker>),
     /// A user clock, read on every call.
     Custom(Arc<dyn Clock>),
 }
@@ -116,7 +118,7 @@ impl Ticks {
     pub(crate) fn new(epoch_ms: u64, tick_ms: u64, clock: Option<Arc<dyn Clock>>) -> Ticks {
         let source = match clock {
             Some(c) => TickSource::Custom(c),
-            None => TickSource::System(Arc::new(Ticker {
+            None => TickSource::System(CachePadded::new(Ticker {
                 tick: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
                 steps_back: AtomicU64::new(0),

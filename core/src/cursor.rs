@@ -18,11 +18,13 @@
 //! # Shards and chunks
 //!
 //! One **global** word holds the next free chunk of the current tick. Each
-//! **shard** word (one per core, in its own cache line) holds the chunk its
-//! threads are consuming: a thread takes the next sequence number from its
-//! shard with one CAS on a line no other core writes. When the chunk is used
-//! up, or the clock moves to a new tick, the thread claims the next chunk from
-//! the global word. Chunks of one tick are handed out in increasing order, so
+//! **shard** word (in its own cache line) holds the chunk its threads are
+//! consuming. Threads are given shards round-robin on first use (the
+//! generator keeps as many shards as CPUs by default), so a thread takes the
+//! next sequence number with one CAS on a line that only the threads of its
+//! shard write. When the chunk is used up, or the clock moves to a new tick,
+//! the thread claims the next chunk from the global word: a thread making
+//! fewer than one ID per tick does that on every call. Chunks of one tick are handed out in increasing order, so
 //!
 //! * a lone thread gets every chunk of a tick: the layout's full capacity;
 //! * every ID is handed out once: the global word moves only forward, and a

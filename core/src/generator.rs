@@ -449,8 +449,9 @@ impl Generator {
     }
 
     /// The next ID. Lock-free: one load of the cached tick and one CAS on
-    /// this core's cursor line in the common case. Waits (up to `max_wait`)
-    /// only when the clock must move first.
+    /// this thread's shard line in the common case; at a new tick, one more
+    /// CAS to claim a chunk. Waits (up to `max_wait`) only when the clock
+    /// must move first.
     #[inline]
     pub fn next_id(&self) -> Result<u64, Error> {
         let shared = &*self.shared;
@@ -458,8 +459,17 @@ impl Generator {
             self.after_fork()?;
         }
         let shard = thread_shard();
-        if let Some(id) = shared.cursor.try_next(shard, shared.ticks.cached()) {
+        let cursor = &shared.cursor;
+        let t = shared.ticks.cached();
+        if let Some(id) = cursor.try_next(shard, t) {
             return Ok(id);
+        }
+        // A new tick (the common case below one call per tick per thread):
+        // claim a chunk at the published tick, as the fast path would issue
+        // at it. Anything but a span goes to the slow path, which reads the
+        // clock itself before deciding.
+        if let Take::Span(s) = cursor.take(shard, 1, t) {
+            return Ok(cursor.shape().compose(s.tick, s.worker, s.seq));
         }
         self.next_id_slow(shard)
     }

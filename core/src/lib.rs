@@ -21,9 +21,12 @@
 //! ## Properties
 //!
 //! * **Thread-safe and lock-free.** `next_id` takes `&self`; the common case
-//!   is one atomic load of the cached tick and one CAS on a cache line owned
-//!   by the calling core's shard. No lock, no allocation, no system call, no
-//!   callback.
+//!   is one atomic load of the cached tick and one CAS on the cache line of
+//!   the calling thread's shard (threads get shards round-robin on first
+//!   use; as many shards as CPUs by default, so threads beyond that share
+//!   lines). A call at a new tick (every call of a thread making fewer than
+//!   one ID per tick) adds one CAS on the shared chunk word. No lock, no
+//!   allocation, no system call, no callback.
 //! * **Unique.** Every ID's (worker, tick) lies in a committed grant of this
 //!   generator's incarnation, and every (tick, sequence) of a grant is handed
 //!   out once. A grant switch (renewal after a gap, new worker, loss, close)

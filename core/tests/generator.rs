@@ -648,3 +648,41 @@ fn a_call_after_a_forward_jump_waits_for_the_renewal() {
     check_increasing(&ids);
     check_ids(&small(), &ids, &source.grants(), None);
 }
+
+thread_local! {
+    static CLOCK_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A clock that counts the reads of each thread.
+struct CountingClock(Arc<ManualClock>);
+
+impl grantid::Clock for CountingClock {
+    fn now_ms(&self) -> u64 {
+        CLOCK_READS.with(|c| c.set(c.get() + 1));
+        self.0.now_ms()
+    }
+}
+
+/// A call at a new tick (what a caller below one ID per tick makes every
+/// time) claims its chunk at the tick the fast path read: one clock read,
+/// no slow path reading the clock again.
+#[test]
+fn a_call_at_a_new_tick_reads_the_clock_once() {
+    let source = Scripted::new();
+    let clock = ManualClock::new(at(500));
+    let g = Generator::builder(small(), "sparse", source.clone())
+        .clock(Arc::new(CountingClock(clock.clone())))
+        .max_drift_ms(0)
+        .start()
+        .unwrap();
+    let mut ids = vec![g.next_id().unwrap()];
+    for t in 501..520 {
+        clock.set(at(t));
+        let before = CLOCK_READS.with(|c| c.get());
+        ids.push(g.next_id().unwrap());
+        assert_eq!(CLOCK_READS.with(|c| c.get()) - before, 1, "at tick {t}");
+        assert_eq!(small().decode(*ids.last().unwrap()).unwrap().timestamp, t);
+    }
+    check_increasing(&ids);
+    check_ids(&small(), &ids, &source.grants(), None);
+}

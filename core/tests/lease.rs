@@ -102,8 +102,10 @@ fn start_is_gated_on_the_first_grant() {
     assert!(err.message().contains("scripted outage"), "{err}");
     // Lost: LeaseLost with the reason.
     source.set(Mode::Lost);
+    // Long enough for the renewal thread to get one answer on a loaded
+    // machine (the kind is the last answer's).
     let err = Generator::builder(layout(), "lease", source.clone())
-        .startup_timeout(Duration::from_millis(50))
+        .startup_timeout(Duration::from_millis(1_000))
         .backoff(Duration::from_millis(5), Duration::from_millis(20))
         .start()
         .unwrap_err();

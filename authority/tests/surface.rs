@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{namespace, random, request, small_layout};
+use common::{acquire_in_child, namespace, random, request, small_layout};
 use grantid::{ErrorKind, Generator, GrantError, Layout, ManualClock};
 use grantid_authority::{Options, StaticAuthority, from_url};
 
@@ -145,39 +145,6 @@ impl<S: grantid::GrantSource> AcquireForTest for S {
     fn acquire_for_test(&self, r: &grantid::GrantRequest) -> grantid::Grant {
         self.acquire(r).unwrap()
     }
-}
-
-/// Forks; the child acquires through the same source and reports through a
-/// pipe whether it got a grant. Returns the child's answer.
-fn acquire_in_child(source: &dyn grantid::GrantSource, ns: &str) -> bool {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid two-element array for pipe(2).
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the child only uses the source (opening its own connection),
-    // writes one byte and calls _exit; it never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        let ok = source
-            .acquire(&request(ns, 77, 1, None, 0, 10, small_layout()))
-            .is_ok();
-        let b = [u8::from(ok)];
-        // SAFETY: writes one byte from a valid buffer, then exits.
-        unsafe {
-            libc::write(fds[1], b.as_ptr().cast(), 1);
-            libc::_exit(0);
-        }
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: reads one byte into a valid buffer; waits for our own child.
-    unsafe {
-        libc::close(fds[1]);
-        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
-        libc::close(fds[0]);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-    }
-    b[0] == 1
 }
 
 fn fork_child_uses_its_own_connection(url: &str) {

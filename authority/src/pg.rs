@@ -50,7 +50,7 @@ impl PgAuthority {
         let mut config: postgres::Config = url.parse().map_err(|e| {
             Error::new(
                 ErrorKind::InvalidArgument,
-                format!("authority URL {url:?}: {e}"),
+                format!("authority URL {:?}: {e}", crate::url::redact(url)),
             )
         })?;
         let ms = options.timeout.as_millis();

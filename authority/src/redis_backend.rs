@@ -55,7 +55,7 @@ impl RedisAuthority {
         let client = Client::open(url).map_err(|e| {
             Error::new(
                 ErrorKind::InvalidArgument,
-                format!("authority URL {url:?}: {e}"),
+                format!("authority URL {:?}: {e}", crate::url::redact(url)),
             )
         })?;
         Ok(RedisAuthority {

@@ -2,7 +2,7 @@
 # scripts/lib/services.sh) and the grantid command, then a smoke run of the
 # command on the file authority.
 cargo test -p grantid-authority -p grantid-cli --locked
-smoke=target/authority-smoke
+smoke="$PWD/target/authority-smoke"
 rm -rf "$smoke" && mkdir -p "$smoke"
 cargo run -q -p grantid-cli --locked -- next -n 3 --authority "file:$smoke/state.json"
 cargo run -q -p grantid-cli --locked -- next -n 1 --format json --authority "file:$smoke/state.json"

@@ -78,6 +78,7 @@ pub fn request(
 /// Which backend a rule test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    Memory,
     File,
     Postgres,
     Redis,
@@ -91,6 +92,11 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
         ..Options::default()
     };
     Some(match kind {
+        Kind::Memory => Box::new(
+            grantid::MemoryAuthority::new()
+                .with_lease_grace(grace_ms)
+                .with_clock(clock),
+        ),
         Kind::File => Box::new(FileAuthority::new(temp_path("rule"), options).with_clock(clock)),
         Kind::Postgres => Box::new(
             PgAuthority::new(&postgres_url()?, options)

@@ -21,7 +21,10 @@
 --   6 duration, 7 timestamp_bits, 8 worker_bits, 9 sequence_bits,
 --   10 epoch_ms, 11 tick_ms, 12 lease_grace (ticks), 13 now_ms ("" = TIME),
 --   14 log_max (0 = keep every entry)
---   returns {"granted", worker, grant_id, start, end} or {"lost", message}
+--   returns {"granted", worker, grant_id, start, end}, {"lost", message}
+--   (held by another, or none free), {"refused", message} (never possible as
+--   asked: another layout, a worker out of range) or {"wait", message} (every
+--   free worker's high-water is ahead of the clock: retry)
 -- ARGV[1] = "release": 2 incarnation, 3 worker, 4 now_ms ("" = TIME)
 --   returns 1 if the lease was held by the incarnation and is now ended
 
@@ -40,8 +43,17 @@ local function ticks(ms, epoch, tick)
   return math.floor(d / tick)
 end
 
+-- A worker number as the decimal string every key uses ("7", never "07" or
+-- "7.0"), or nil when the argument is not a whole number.
+local function worker_key(arg)
+  local n = tonumber(arg)
+  if not n or n < 0 or n ~= math.floor(n) then return nil end
+  return fmt(n), n
+end
+
 if ARGV[1] == 'release' then
-  local inc, w = ARGV[2], ARGV[3]
+  local inc, w = ARGV[2], worker_key(ARGV[3])
+  if not w then return 0 end
   local lay = redis.call('HMGET', p .. ':layout', 'epoch_ms', 'tick_ms')
   if not lay[1] then return 0 end
   local wk = p .. ':w:' .. w
@@ -85,7 +97,7 @@ if not lay[1] then
   lay = {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], '0'}
 elseif lay[1] ~= ARGV[7] or lay[2] ~= ARGV[8] or lay[3] ~= ARGV[9]
     or lay[4] ~= ARGV[10] or lay[5] ~= ARGV[11] then
-  return {'lost', string.format(
+  return {'refused', string.format(
     'namespace is registered with another layout (%s/%s/%s bits, epoch %s ms, tick %s ms)',
     lay[1], lay[2], lay[3], lay[4], lay[5])}
 end
@@ -96,17 +108,18 @@ local now = ticks(ms, epoch, tick)
 
 local w
 if want ~= '' then
-  w = tonumber(want)
-  if w < 0 or w >= count then
-    return {'lost', string.format('worker %s is outside the namespace\'s %s workers', want, fmt(count))}
+  local ws_
+  ws_, w = worker_key(want)
+  if not w or w >= count then
+    return {'refused', string.format('worker %s is outside the namespace\'s %s workers', want, fmt(count))}
   end
-  local rec = redis.call('HMGET', p .. ':w:' .. want, 'holder', 'lease_expiry')
+  local rec = redis.call('HMGET', p .. ':w:' .. ws_, 'holder', 'lease_expiry')
   if rec[1] and rec[1] ~= inc and tonumber(rec[2]) > now then
     return {'lost', string.format('worker %s is held by incarnation %s until tick %s',
-                                  want, rec[1], rec[2])}
+                                  ws_, rec[1], rec[2])}
   end
 else
-  -- Never-used workers first, then released ones, then the longest-expired.
+  -- Never-used workers first.
   local nu = tonumber(lay[6])
   while not w and nu < count do
     local cand = nu
@@ -115,12 +128,41 @@ else
   end
   redis.call('HSET', lk, 'next_unused', fmt(nu))
   if not w then
-    local r = redis.call('ZRANGE', p .. ':free', 0, 0)
-    if #r > 0 then
-      w = tonumber(r[1])
-    else
-      local e = redis.call('ZRANGEBYSCORE', p .. ':held', '-inf', fmt(now), 'LIMIT', 0, 1)
-      if #e > 0 then w = tonumber(e[1]) end
+    -- Then the one rule of docs/AUTHORITIES.md ("Which worker"): usable now
+    -- (high-water not after the clock) first, else the nearest high-water;
+    -- released before expired; the longest released or expired; the lowest
+    -- number. Every released and every expired worker is compared.
+    local best, best_key
+    local function consider(member, expiry, held)
+      local c = tonumber(member)
+      if not c or c >= count then return end
+      local hw = tonumber(redis.call('HGET', p .. ':w:' .. member, 'high_water') or '0')
+      local waits = hw > now
+      local key = {waits and 1 or 0, waits and hw or 0, held, tonumber(expiry), c}
+      if not best_key then
+        best, best_key = c, key
+        return
+      end
+      for i = 1, #key do
+        if key[i] ~= best_key[i] then
+          if key[i] < best_key[i] then best, best_key = c, key end
+          return
+        end
+      end
+    end
+    local free = redis.call('ZRANGE', p .. ':free', 0, -1, 'WITHSCORES')
+    for i = 1, #free, 2 do consider(free[i], free[i + 1], 0) end
+    local expired = redis.call('ZRANGEBYSCORE', p .. ':held', '-inf', fmt(now), 'WITHSCORES')
+    for i = 1, #expired, 2 do consider(expired[i], expired[i + 1], 1) end
+    w = best
+    if w then
+      -- A first grant starts at most 100 ms ahead of the clock (the
+      -- generator's default max_wait): further ahead, retry later.
+      local hw = best_key[2]
+      if hw > now + math.ceil(100 / tick) then
+        return {'wait', string.format('every free worker\'s high-water is ahead of the clock: ' ..
+          'the nearest, worker %s, by %s ticks; a first grant waits for it', fmt(w), fmt(hw - now))}
+      end
     end
   end
   if not w then

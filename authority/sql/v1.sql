@@ -1,4 +1,6 @@
--- grantid PostgreSQL authority, schema version 1.
+-- grantid PostgreSQL authority, schema version 2 (version 1 plus: forced
+-- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
+-- worker-choice rule). The function signatures are those of version 1.
 --
 -- Applied by `grantid authority init URL`, and by the Rust adapter when the
 -- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
@@ -62,7 +64,13 @@ CREATE INDEX IF NOT EXISTS grant_log_worker
 
 -- The allocation rule (DESIGN.md section 2), in one transaction: the caller's
 -- statement. Returns one row: status 'granted' (worker, grant_id,
--- start_tick, end_tick) or 'lost' (message says why).
+-- start_tick, end_tick), or 'lost' (someone else holds the worker, or none
+-- is free), 'refused' (can never succeed as asked: another layout, a worker
+-- out of range, a server without fsync) or 'wait' (every free worker's
+-- high-water is ahead of the clock: retry), with the message saying why.
+-- The transaction commits with synchronous_commit at least 'on', whatever
+-- the database, role or session default: a grant acknowledged before its
+-- WAL is flushed could vanish in a crash and be granted again.
 -- p_worker NULL asks for any free worker. p_lease_grace is in ticks.
 -- p_now_ms replaces the database clock (Unix ms): for tests and fault
 -- injection only; NULL in production.
@@ -103,6 +111,16 @@ BEGIN
     v_limit := 1::bigint << p_timestamp_bits;
     v_count := 1::bigint << p_worker_bits;
 
+    -- Durability of this transaction's commit (it decides at commit time).
+    IF current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM set_config('synchronous_commit', 'on', true);
+    END IF;
+    IF current_setting('fsync') <> 'on' THEN
+        RETURN QUERY SELECT 'refused'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, 'the server runs with fsync = off: no grant would survive a crash'::text;
+        RETURN;
+    END IF;
+
     -- A retry gets the recorded grant.
     SELECT * INTO logged FROM grantid.grant_log l
      WHERE l.namespace = p_namespace AND l.incarnation = p_incarnation
@@ -131,7 +149,7 @@ BEGIN
     IF (ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms, ns.tick_ms)
        IS DISTINCT FROM
        (p_timestamp_bits, p_worker_bits, p_sequence_bits, p_epoch_ms, p_tick_ms) THEN
-        RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+        RETURN QUERY SELECT 'refused'::text, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::bigint, format('namespace %L is registered with another layout '
                 '(%s/%s/%s bits, epoch %s ms, tick %s ms)', p_namespace,
                 ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms,
@@ -146,7 +164,7 @@ BEGIN
 
     IF p_worker IS NOT NULL THEN
         IF p_worker < 0 OR p_worker >= v_count THEN
-            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            RETURN QUERY SELECT 'refused'::text, NULL::bigint, NULL::bigint, NULL::bigint,
                 NULL::bigint, format('worker %s is outside the namespace''s %s workers',
                                      p_worker, v_count);
             RETURN;
@@ -176,17 +194,32 @@ BEGIN
         END LOOP;
         UPDATE grantid.namespaces n SET next_unused = ns.next_unused
          WHERE n.namespace = p_namespace;
-        -- Then released workers, then the longest-expired lease.
+        -- Then the one rule of docs/AUTHORITIES.md ("Which worker"): usable
+        -- now (high-water not after the clock) first, else the nearest
+        -- high-water; released before expired; the longest released or
+        -- expired; the lowest number.
         IF w.worker IS NULL THEN
             SELECT * INTO w FROM grantid.workers x
-             WHERE x.namespace = p_namespace
+             WHERE x.namespace = p_namespace AND x.worker < v_count
                AND (x.holder IS NULL OR x.lease_expiry <= v_now)
-             ORDER BY (x.holder IS NOT NULL), x.lease_expiry, x.worker
+             ORDER BY (x.high_water > v_now),
+                      CASE WHEN x.high_water > v_now THEN x.high_water ELSE 0 END,
+                      (x.holder IS NOT NULL), x.lease_expiry, x.worker
              LIMIT 1 FOR UPDATE SKIP LOCKED;
             IF NOT FOUND THEN
                 RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint,
                     NULL::bigint, NULL::bigint,
                     format('no free worker among the namespace''s %s workers', v_count);
+                RETURN;
+            END IF;
+            -- A first grant starts at most 100 ms ahead of the clock (the
+            -- generator's default max_wait): further ahead, retry later.
+            IF w.high_water > v_now + (100 + p_tick_ms - 1) / p_tick_ms THEN
+                RETURN QUERY SELECT 'wait'::text, NULL::bigint, NULL::bigint,
+                    NULL::bigint, NULL::bigint,
+                    format('every free worker''s high-water is ahead of the clock: the '
+                           'nearest, worker %s, by %s ticks; a first grant waits for it',
+                           w.worker, w.high_water - v_now);
                 RETURN;
             END IF;
         END IF;
@@ -253,4 +286,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2) ON CONFLICT DO NOTHING;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use grantid::{
     Allocator, Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout,
-    NamespaceRecord, SystemClock, WorkerRecord,
+    NamespaceRecord, SystemClock, WorkerRecord, Workers,
 };
 use serde::{Deserialize, Serialize};
 
@@ -165,11 +165,10 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
         let layout = ns.layout.layout().map_err(|e| {
             GrantError::Unavailable(format!("state file {}: {name}: {e}", path.display()))
         })?;
-        let count = layout.worker_count().min(1 << 20) as usize;
-        let mut workers = vec![WorkerRecord::default(); count];
+        let mut workers = Workers::default();
         for w in ns.workers {
-            if let Some(slot) = workers.get_mut(w.worker as usize) {
-                *slot = WorkerRecord {
+            if u64::from(w.worker) < layout.worker_count() {
+                *workers.record(w.worker) = WorkerRecord {
                     holder: w.holder,
                     lease_expiry: w.lease_expiry,
                     high_water: w.high_water,
@@ -204,10 +203,9 @@ fn encode(state: &State, grace_ms: u64, now_ms: u64) -> Vec<u8> {
         let workers = ns
             .workers
             .iter()
-            .enumerate()
             .filter(|(_, w)| w.used)
             .map(|(i, w)| WorkerDoc {
-                worker: i as u32,
+                worker: i,
                 holder: w.holder,
                 lease_expiry: w.lease_expiry,
                 high_water: w.high_water,
@@ -348,11 +346,11 @@ impl Authority for FileAuthority {
             if namespace.is_some_and(|n| n != name) {
                 continue;
             }
-            for (i, w) in ns.workers.iter().enumerate().filter(|(_, w)| w.used) {
+            for (i, w) in ns.workers.iter().filter(|(_, w)| w.used) {
                 out.push(WorkerStatus {
                     namespace: name.clone(),
                     layout: ns.layout,
-                    worker: i as u32,
+                    worker: i,
                     holder: w.holder,
                     lease_expiry: w.lease_expiry,
                     high_water: w.high_water,

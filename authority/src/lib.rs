@@ -119,7 +119,10 @@ pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
         #[allow(unreachable_patterns)]
         other => Err(Error::new(
             grantid::ErrorKind::InvalidArgument,
-            format!("authority URL {url:?}: this build lacks the feature for {other:?}"),
+            format!(
+                "authority URL {:?}: this build lacks the feature for {other:?}",
+                url::redact(url)
+            ),
         )),
     }
 }

@@ -2,32 +2,61 @@
 //! `grantid.acquire` (authority/sql/v1.sql) per grant, in one transaction.
 //!
 //! Authority time is the database's `clock_timestamp()`. The connection is
-//! opened on first use (and again after any error, and in a `fork()` child),
-//! with a connect timeout, `statement_timeout`, `lock_timeout` and a TCP user
-//! timeout of `timeout_ms`, so a call never hangs. The schema is applied
-//! when missing, under an advisory lock.
+//! opened on first use (and again after any error, and in a `fork()` child).
+//! Every call has a **client-side deadline** of `timeout_ms` covering
+//! connecting, applying the schema and the statement: a server that stops
+//! answering (frozen, partitioned with the socket still open) costs one
+//! `timeout_ms`, then the connection is dropped and the answer is
+//! `Unavailable`. `statement_timeout`, `lock_timeout` and a TCP user
+//! timeout are also set, so the server gives up too. The function forces
+//! `synchronous_commit = on` for its own transaction (a database or role
+//! default of `off` would let an acknowledged grant vanish in a crash), and
+//! refuses a server running with `fsync = off`. The schema is applied when
+//! missing or older, under an advisory lock.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
-use postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls};
 
 use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The schema and functions, version 1 (authority/sql/v1.sql).
+/// The schema and functions (authority/sql/v1.sql; schema version
+/// [`SCHEMA_VERSION`]).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
+
+/// The version row that authority/sql/v1.sql inserts: the adapter applies
+/// the script again when the database has only older versions.
+const SCHEMA_VERSION: i32 = 2;
 
 const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, message \
      FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
+/// One process's connection: a single-threaded runtime that drives it only
+/// while a call runs, the client, and the task that owns the socket.
+struct Session {
+    runtime: tokio::runtime::Runtime,
+    client: Option<(Arc<Client>, tokio::task::JoinHandle<()>)>,
+}
+
+impl Session {
+    fn drop_connection(&mut self) {
+        if let Some((_, task)) = self.client.take() {
+            task.abort();
+        }
+    }
+}
+
 /// The PostgreSQL authority. See the module docs.
 pub struct PgAuthority {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
-    conn: ForkLocal<Option<Client>>,
+    session: ForkLocal<Option<Session>>,
 }
 
 impl std::fmt::Debug for PgAuthority {
@@ -39,6 +68,33 @@ impl std::fmt::Debug for PgAuthority {
     }
 }
 
+/// A driver error with its whole cause: the server's SQLSTATE, message,
+/// detail and hint, or the chain of I/O causes ("error connecting to
+/// server: Connection refused (os error 111)"), never a bare "db error".
+fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut out = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(d) = db.detail() {
+            out.push_str(&format!(" (detail: {d})"));
+        }
+        if let Some(h) = db.hint() {
+            out.push_str(&format!(" (hint: {h})"));
+        }
+        return out;
+    }
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("postgres: {what}: {e}"))
 }
@@ -47,10 +103,14 @@ impl PgAuthority {
     /// Parses a `postgres://` URL (without grantid's options). Does not
     /// connect.
     pub fn new(url: &str, options: Options) -> Result<PgAuthority, Error> {
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             Error::new(
                 ErrorKind::InvalidArgument,
-                format!("authority URL {url:?}: {e}"),
+                format!(
+                    "authority URL {:?}: {}",
+                    crate::url::redact(url),
+                    describe(&e)
+                ),
             )
         })?;
         let ms = options.timeout.as_millis();
@@ -59,9 +119,9 @@ impl PgAuthority {
             .tcp_user_timeout(options.timeout)
             .keepalives(true)
             .keepalives_idle(options.timeout)
-            .options(&format!(
+            .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} \
-                 -c idle_in_transaction_session_timeout={ms}"
+                 -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on"
             ));
         if config.get_application_name().is_none() {
             config.application_name("grantid");
@@ -70,7 +130,7 @@ impl PgAuthority {
             config,
             options,
             clock: None,
-            conn: ForkLocal::new(),
+            session: ForkLocal::new(),
         })
     }
 
@@ -81,51 +141,122 @@ impl PgAuthority {
         self
     }
 
-    fn connect(&self) -> Result<Client, GrantError> {
-        let mut client = self
-            .config
+    async fn connect(
+        config: &tokio_postgres::Config,
+    ) -> Result<
+        (
+            Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+        ),
+        GrantError,
+    > {
+        let (client, connection) = config
             .connect(NoTls)
-            .map_err(|e| unavailable("cannot connect", e))?;
+            .await
+            .map_err(|e| unavailable("cannot connect", describe(&e)))?;
+        Ok((client, connection))
+    }
+
+    async fn prepare(client: &Client) -> Result<(), GrantError> {
         let ready = client
             .query_opt(
                 "SELECT 1 FROM pg_catalog.pg_tables \
                  WHERE schemaname = 'grantid' AND tablename = 'schema_version'",
                 &[],
             )
-            .map_err(|e| unavailable("cannot read the catalog", e))?
+            .await
+            .map_err(|e| unavailable("cannot read the catalog", describe(&e)))?
             .is_some()
             && client
                 .query_opt(
-                    "SELECT 1 FROM grantid.schema_version WHERE version >= 1",
-                    &[],
+                    "SELECT 1 FROM grantid.schema_version WHERE version >= $1",
+                    &[&SCHEMA_VERSION],
                 )
-                .map_err(|e| unavailable("cannot read grantid.schema_version", e))?
+                .await
+                .map_err(|e| unavailable("cannot read grantid.schema_version", describe(&e)))?
                 .is_some();
         if !ready {
-            apply_schema(&mut client).map_err(|e| unavailable("cannot apply the schema", e))?;
+            apply_schema(client).await?;
         }
-        Ok(client)
+        Ok(())
     }
 
-    /// Runs `f` on this process's connection, connecting first if needed;
-    /// any error drops the connection (the next call reconnects).
-    fn with_client<T>(
-        &self,
-        f: impl FnOnce(&mut Client) -> Result<T, GrantError>,
-    ) -> Result<T, GrantError> {
-        let mut slot = self.conn.get().lock();
-        if slot.as_ref().is_some_and(|c| c.is_closed()) {
-            *slot = None;
-        }
+    /// Runs `op` on this process's connection (connecting and preparing the
+    /// schema first if needed), all within one deadline of `timeout_ms`.
+    /// Past the deadline, or on any driver error, the connection is dropped
+    /// (the next call reconnects) and the answer is `Unavailable`.
+    fn call<T, F, Fut>(&self, what: &str, op: F) -> Result<T, GrantError>
+    where
+        F: FnOnce(Arc<Client>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let timeout = self.options.timeout;
+        let deadline = Instant::now() + timeout;
+        let mut slot = self.session.get().lock();
         if slot.is_none() {
-            *slot = Some(self.connect()?);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| unavailable("cannot start the I/O runtime", e))?;
+            *slot = Some(Session {
+                runtime,
+                client: None,
+            });
         }
-        let client = slot.as_mut().expect("connected above");
-        let result = f(client);
-        if matches!(result, Err(GrantError::Unavailable(_))) {
-            *slot = None;
+        let session = slot.as_mut().expect("made above");
+        if session.client.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+            session.drop_connection();
         }
-        result
+        let left = deadline.saturating_duration_since(Instant::now());
+        let existing = session.client.as_ref().map(|(c, _)| Arc::clone(c));
+        let config = &self.config;
+        let runtime = &session.runtime;
+        let work = async {
+            let (client, fresh) = match existing {
+                Some(c) => (c, None),
+                None => {
+                    let (client, connection) = Self::connect(config).await?;
+                    let task = tokio::spawn(async move {
+                        let _ = connection.await;
+                    });
+                    let client = Arc::new(client);
+                    if let Err(e) = Self::prepare(&client).await {
+                        task.abort();
+                        return Err(e);
+                    }
+                    (Arc::clone(&client), Some((client, task)))
+                }
+            };
+            let answer = op(Arc::clone(&client))
+                .await
+                .map_err(|e| unavailable(what, describe(&e)));
+            Ok((fresh, answer))
+        };
+        // The timer is made inside the runtime (it needs its time driver).
+        let outcome = runtime.block_on(async { tokio::time::timeout(left, work).await });
+        match outcome {
+            Err(_elapsed) => {
+                session.drop_connection();
+                Err(GrantError::Unavailable(format!(
+                    "postgres: {what}: no answer within timeout_ms ({} ms, client-side deadline); \
+                     the connection was dropped",
+                    timeout.as_millis()
+                )))
+            }
+            Ok(Err(e)) => {
+                session.drop_connection();
+                Err(e)
+            }
+            Ok(Ok((fresh, answer))) => {
+                if let Some(fresh) = fresh {
+                    session.client = Some(fresh);
+                }
+                if answer.is_err() {
+                    session.drop_connection();
+                }
+                answer
+            }
+        }
     }
 
     fn now_ms(&self) -> Option<i64> {
@@ -134,11 +265,13 @@ impl PgAuthority {
 }
 
 /// Applies [`SQL_V1`] in one transaction under an advisory lock.
-fn apply_schema(client: &mut Client) -> Result<(), postgres::Error> {
-    let mut tx = client.transaction()?;
-    tx.batch_execute("SELECT pg_advisory_xact_lock(hashtext('grantid schema'))")?;
-    tx.batch_execute(SQL_V1)?;
-    tx.commit()
+async fn apply_schema(client: &Client) -> Result<(), GrantError> {
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema'));\n{SQL_V1}\nCOMMIT;"
+        ))
+        .await
+        .map_err(|e| unavailable("cannot apply the schema", describe(&e)))
 }
 
 fn layout_params(l: &Layout) -> [i64; 5] {
@@ -158,7 +291,7 @@ impl GrantSource for PgAuthority {
             || l.epoch_ms() > i64::MAX as u64
             || l.tick_ms() > i64::MAX as u64
         {
-            return Err(GrantError::Lost(
+            return Err(GrantError::Refused(
                 "the PostgreSQL authority supports at most 62 timestamp bits".into(),
             ));
         }
@@ -168,11 +301,12 @@ impl GrantSource for PgAuthority {
         let not_before = request.not_before.min(l.timestamp_limit()) as i64;
         let worker = request.worker.map(i64::from);
         let now_ms = self.now_ms();
-        let row = self.with_client(|c| {
+        let namespace = request.namespace.as_str();
+        let row = self.call("grantid.acquire failed", |c| async move {
             c.query_one(
                 ACQUIRE,
                 &[
-                    &request.namespace,
+                    &namespace,
                     &(request.incarnation as i64),
                     &(request.request_id as i64),
                     &worker,
@@ -187,12 +321,18 @@ impl GrantSource for PgAuthority {
                     &now_ms,
                 ],
             )
-            .map_err(|e| unavailable("grantid.acquire failed", e))
+            .await
         })?;
         let status: String = row.get(0);
         if status != "granted" {
-            let message: Option<String> = row.get(5);
-            return Err(GrantError::Lost(message.unwrap_or(status)));
+            let message: String = row.get::<_, Option<String>>(5).unwrap_or_default();
+            let why = format!("namespace {:?}: {message}", request.namespace);
+            return Err(match status.as_str() {
+                "lost" => GrantError::Lost(why),
+                "refused" => GrantError::Refused(why),
+                "wait" => GrantError::Unavailable(why),
+                _ => unavailable("malformed answer", format!("status {status:?}: {message}")),
+            });
         }
         let field = |i: usize| -> Result<i64, GrantError> {
             row.try_get::<_, i64>(i)
@@ -210,37 +350,54 @@ impl GrantSource for PgAuthority {
 
     fn release(&self, last: &Grant) {
         let now_ms = self.now_ms();
-        let _ = self.with_client(|c| {
+        let (worker, incarnation) = (i64::from(last.worker), last.incarnation as i64);
+        let namespace = last.namespace.as_str();
+        let _ = self.call("grantid.release failed", |c| async move {
             c.execute(
                 "SELECT grantid.release($1, $2, $3, $4)",
-                &[
-                    &last.namespace,
-                    &i64::from(last.worker),
-                    &(last.incarnation as i64),
-                    &now_ms,
-                ],
+                &[&namespace, &worker, &incarnation, &now_ms],
             )
-            .map_err(|e| unavailable("grantid.release failed", e))
+            .await
         });
     }
 }
 
 impl Authority for PgAuthority {
     fn init(&self) -> Result<String, Error> {
-        self.with_client(|c| {
-            apply_schema(c).map_err(|e| unavailable("cannot apply the schema", e))
-        })
-        .map_err(Error::from)?;
-        Ok(
-            "schema grantid version 1 is in place (tables namespaces, workers, grant_log; \
-            functions acquire, release, prune_grant_log)"
-                .into(),
-        )
+        let settings = self
+            .call("cannot apply the schema", |c| async move {
+                c.batch_execute(&format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema'));\n{SQL_V1}\nCOMMIT;"
+                ))
+                .await?;
+                c.query_one(
+                    "SELECT current_setting('fsync'), current_setting('synchronous_commit'), \
+                            current_setting('synchronous_standby_names')",
+                    &[],
+                )
+                .await
+            })
+            .map_err(Error::from)?;
+        let (fsync, sync_commit, standbys): (String, String, String) =
+            (settings.get(0), settings.get(1), settings.get(2));
+        if fsync != "on" {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "postgres: the server runs with fsync = off: no grant would survive a crash; \
+                 grantid.acquire refuses to grant",
+            ));
+        }
+        Ok(format!(
+            "schema grantid version {SCHEMA_VERSION} is in place (tables namespaces, workers, \
+             grant_log; functions acquire, release, prune_grant_log); fsync = {fsync}; \
+             synchronous_commit = {sync_commit} for this session, forced to at least on in \
+             every grant transaction; synchronous_standby_names = {standbys:?}"
+        ))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         let rows = self
-            .with_client(|c| {
+            .call("cannot read grantid.workers", |c| async move {
                 c.query(
                     "SELECT n.namespace, n.timestamp_bits, n.worker_bits, n.sequence_bits, \
                             n.epoch_ms, n.tick_ms, w.worker, w.holder, w.lease_expiry, \
@@ -250,7 +407,7 @@ impl Authority for PgAuthority {
                      ORDER BY n.namespace, w.worker",
                     &[&namespace],
                 )
-                .map_err(|e| unavailable("cannot read grantid.workers", e))
+                .await
             })
             .map_err(Error::from)?;
         rows.iter()

@@ -55,7 +55,7 @@ impl RedisAuthority {
         let client = Client::open(url).map_err(|e| {
             Error::new(
                 ErrorKind::InvalidArgument,
-                format!("authority URL {url:?}: {e}"),
+                format!("authority URL {:?}: {e}", crate::url::redact(url)),
             )
         })?;
         Ok(RedisAuthority {
@@ -83,6 +83,8 @@ impl RedisAuthority {
         con.set_read_timeout(Some(t))
             .and_then(|_| con.set_write_timeout(Some(t)))
             .map_err(|e| unavailable("cannot set timeouts", e))?;
+        let mut con = con;
+        check_persistence(&mut con)?;
         Ok(con)
     }
 
@@ -110,6 +112,50 @@ impl RedisAuthority {
     }
 }
 
+/// Reads the server's eviction and persistence settings (on every new
+/// connection and at `init`). An evicting `maxmemory-policy` is refused: an
+/// evicted worker hash is a forgotten high-water mark, and the worker would
+/// be granted again over a live interval. Returns a one-line report of
+/// `maxmemory-policy`, `appendonly` and `appendfsync` (durability is the
+/// operator's choice: docs/AUTHORITIES.md).
+fn check_persistence(c: &mut Connection) -> Result<String, GrantError> {
+    let info = |section: &str, c: &mut Connection| -> Result<String, GrantError> {
+        redis::cmd("INFO")
+            .arg(section)
+            .query::<String>(c)
+            .map_err(|e| unavailable(&format!("INFO {section} failed"), e))
+    };
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+    };
+    let memory = info("memory", c)?;
+    let policy = field(&memory, "maxmemory_policy").ok_or_else(|| {
+        GrantError::Refused("redis: INFO memory reports no maxmemory_policy".into())
+    })?;
+    if policy != "noeviction" {
+        return Err(GrantError::Refused(format!(
+            "redis: maxmemory-policy is {policy}: Redis may evict a worker's record and \
+             forget its high-water mark (duplicate IDs); set maxmemory-policy noeviction"
+        )));
+    }
+    let persistence = info("persistence", c)?;
+    let aof = field(&persistence, "aof_enabled").unwrap_or_default();
+    // CONFIG may be disabled (managed services): then appendfsync is unknown.
+    let fsync = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendfsync")
+        .query::<Vec<String>>(c)
+        .ok()
+        .and_then(|v| v.get(1).cloned())
+        .unwrap_or_else(|| "unknown (CONFIG GET refused)".into());
+    Ok(format!(
+        "maxmemory-policy {policy}; appendonly {}; appendfsync {fsync}",
+        if aof == "1" { "yes" } else { "no" }
+    ))
+}
+
 fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
     reply
         .get(i)
@@ -124,7 +170,7 @@ impl GrantSource for RedisAuthority {
             || l.epoch_ms() > 1 << 53
             || l.tick_ms() > 1 << 53
         {
-            return Err(GrantError::Lost(format!(
+            return Err(GrantError::Refused(format!(
                 "the Redis authority serves layouts of at most {MAX_TIMESTAMP_BITS} timestamp \
                  bits and epoch/tick below 2^53 ms"
             )));
@@ -165,11 +211,18 @@ impl GrantSource for RedisAuthority {
                 start: number(&reply, 3)?,
                 end: number(&reply, 4)?,
             }),
-            Some("lost") => Err(GrantError::Lost(format!(
-                "namespace {:?}: {}",
-                request.namespace,
-                reply.get(1).cloned().unwrap_or_default()
-            ))),
+            Some(status @ ("lost" | "refused" | "wait")) => {
+                let why = format!(
+                    "namespace {:?}: {}",
+                    request.namespace,
+                    reply.get(1).cloned().unwrap_or_default()
+                );
+                Err(match status {
+                    "lost" => GrantError::Lost(why),
+                    "refused" => GrantError::Refused(why),
+                    _ => GrantError::Unavailable(why),
+                })
+            }
             _ => Err(unavailable("malformed answer", format!("{reply:?}"))),
         }
     }
@@ -191,16 +244,17 @@ impl GrantSource for RedisAuthority {
 
 impl Authority for RedisAuthority {
     fn init(&self) -> Result<String, Error> {
-        let sha: String = self
+        let (sha, settings) = self
             .with_conn(|c| {
-                redis::cmd("SCRIPT")
+                let sha: String = redis::cmd("SCRIPT")
                     .arg("LOAD")
                     .arg(LUA_V1)
                     .query(c)
-                    .map_err(|e| unavailable("SCRIPT LOAD failed", e))
+                    .map_err(|e| unavailable("SCRIPT LOAD failed", e))?;
+                Ok((sha, check_persistence(c)?))
             })
             .map_err(Error::from)?;
-        Ok(format!("script v1 loaded as {sha}"))
+        Ok(format!("script v1 loaded as {sha}; {settings}"))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

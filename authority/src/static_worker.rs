@@ -1,19 +1,34 @@
 //! The static authority: a worker number the fleet already owns (`static:N`,
 //! or the ordinal of a StatefulSet pod, `static:env:POD_NAME`).
 //!
-//! There is no lease: the operator promises that one process at a time uses
-//! worker N. The grant is `[max(now, high_water, not_before), + duration)`
-//! on this host's clock. With a state file (`static:N?state=PATH`) the
-//! high-water mark is kept on disk under `flock`, so a restart, even after
-//! the clock stepped back, continues after every interval ever granted, and
-//! several processes of one host that share worker N and the file get
-//! disjoint intervals. Without one the high-water lives in memory only:
-//! **a restart after the clock stepped back can repeat IDs**, and a `fork()`
-//! child is refused (it would share its parent's worker and high-water).
+//! Across processes there is no lease: the operator promises that one
+//! process at a time uses worker N. The grant is
+//! `[max(now, high_water, not_before), + duration)` on this host's clock. With
+//! a state file (`static:N?state=PATH`) the high-water mark is kept on disk
+//! under the file lock, so a restart, even after the clock stepped back,
+//! continues after every interval ever granted, and several processes of one
+//! host that share worker N and the file get disjoint intervals.
+//!
+//! Without a state file the high-water lives in this process's memory,
+//! shared by every `static:` source of the process: a generator closed and
+//! opened again continues after it, and a second generator on the same
+//! worker and namespace is refused (`Lost`) while the first one's lease
+//! lives. A new process starts [`BARE_LEAD_MS`] plus one tick after its
+//! clock, past anything a previous process on the worker issued (its cursor
+//! ran at most `max_drift`, 100 ms by default, ahead of the clock). **A
+//! restart after the clock stepped back can still repeat IDs**, and a
+//! `fork()` child is refused (it would share its parent's worker and
+//! high-water).
+//!
+//! A first grant (no worker asked) whose start would be more than
+//! [`grantid::FIRST_GRANT_LEAD_MS`] ahead of the clock (a previous
+//! generator's grant still runs) is answered `Unavailable` with the wait,
+//! as every authority does.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, SystemClock};
 use serde::{Deserialize, Serialize};
@@ -24,11 +39,30 @@ use crate::lockfile;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
+/// How far ahead of its clock a process without a state file starts worker
+/// N, in ms (plus one tick): the generator's default `max_drift`
+/// ([`grantid::DEFAULT_MAX_DRIFT_MS`]), the furthest a previous process's
+/// IDs ran ahead of the clock. A generator with a larger `max_drift` needs a
+/// state file.
+pub const BARE_LEAD_MS: u64 = grantid::DEFAULT_MAX_DRIFT_MS;
+
 #[derive(Serialize, Deserialize, Clone, Copy)]
 struct Mark {
     layout: LayoutDoc,
     high_water: u64,
     fencing: u64,
+    /// The incarnation holding the worker in this process (no state file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder: Option<u64>,
+    /// When that hold expires (ticks).
+    #[serde(default)]
+    lease_expiry: u64,
+}
+
+/// The marks of every `static:` source of this process without a state file.
+fn process_marks() -> &'static Mutex<Marks> {
+    static MARKS: OnceLock<Mutex<Marks>> = OnceLock::new();
+    MARKS.get_or_init(|| Mutex::new(Marks::default()))
 }
 
 /// Persisted and in-memory state: per (namespace, worker), the layout and
@@ -38,11 +72,9 @@ struct Marks {
     marks: HashMap<String, Mark>,
 }
 
-/// Per-process memory: the marks (without a state file) and the last
-/// answer per incarnation (for retries).
+/// Per-process memory: the last answer per incarnation (for retries).
 #[derive(Default)]
 struct Memory {
-    marks: Marks,
     answers: HashMap<u64, (u64, Grant)>,
 }
 
@@ -93,10 +125,17 @@ impl StaticAuthority {
         self.worker
     }
 
-    fn grant(&self, marks: &mut Marks, request: &GrantRequest) -> Result<Grant, GrantError> {
+    /// Applies the rule; also returns how long to wait before answering
+    /// (the lead of a process without a state file, see the module docs).
+    fn grant(
+        &self,
+        marks: &mut Marks,
+        request: &GrantRequest,
+        bare: bool,
+    ) -> Result<(Grant, Duration), GrantError> {
         let layout = request.layout;
         if u64::from(self.worker) >= layout.worker_count() {
-            return Err(GrantError::Lost(format!(
+            return Err(GrantError::Refused(format!(
                 "static worker {} does not fit in the layout's {} worker bits",
                 self.worker,
                 layout.worker_bits()
@@ -105,24 +144,55 @@ impl StaticAuthority {
         if let Some(w) = request.worker
             && w != self.worker
         {
-            return Err(GrantError::Lost(format!(
+            return Err(GrantError::Refused(format!(
                 "this authority only grants static worker {}, not {w}",
                 self.worker
             )));
         }
         let now = layout.tick_at(self.clock.now_ms());
-        let mark = marks
-            .marks
-            .entry(key(&request.namespace, self.worker))
-            .or_insert(Mark {
-                layout: layout.into(),
-                high_water: 0,
-                fencing: 0,
-            });
+        let grace = self.options.lease_grace_ms.div_ceil(layout.tick_ms());
+        let k = key(&request.namespace, self.worker);
+        let fresh = !marks.marks.contains_key(&k);
+        let mark = marks.marks.entry(k).or_insert_with(|| Mark {
+            layout: layout.into(),
+            // Without a state file, a new process starts past what a
+            // previous one may have issued (see the module docs).
+            high_water: if bare {
+                now.saturating_add(BARE_LEAD_MS.div_ceil(layout.tick_ms()) + 1)
+            } else {
+                0
+            },
+            fencing: 0,
+            holder: None,
+            lease_expiry: 0,
+        });
         if mark.layout.layout().ok() != Some(layout) {
-            return Err(GrantError::Lost(format!(
+            return Err(GrantError::Refused(format!(
                 "namespace {:?} is registered with another layout",
                 request.namespace
+            )));
+        }
+        if bare
+            && let Some(h) = mark.holder
+            && h != request.incarnation
+            && mark.lease_expiry > now
+        {
+            return Err(GrantError::Lost(format!(
+                "static worker {} of namespace {:?} is held by another generator of this \
+                 process (incarnation {h:#x}) until tick {}",
+                self.worker, request.namespace, mark.lease_expiry
+            )));
+        }
+        let lead = grantid::FIRST_GRANT_LEAD_MS.div_ceil(layout.tick_ms());
+        if request.worker.is_none()
+            && mark.fencing > 0
+            && mark.high_water > now.saturating_add(lead)
+        {
+            return Err(GrantError::Unavailable(format!(
+                "static worker {}'s high-water is {} ticks ahead of the clock (a previous \
+                 generator's grant); a first grant waits for it",
+                self.worker,
+                mark.high_water - now
             )));
         }
         let start = mark.high_water.max(now).max(request.not_before);
@@ -137,14 +207,26 @@ impl StaticAuthority {
         }
         mark.high_water = end;
         mark.fencing += 1;
-        Ok(Grant {
+        if bare {
+            mark.holder = Some(request.incarnation);
+            mark.lease_expiry = end.saturating_add(grace);
+        }
+        // A new process waits out its lead, so the generator starts on a
+        // grant that begins now (with its whole max_drift to use).
+        let wait = if bare && fresh {
+            Duration::from_millis((start.saturating_sub(now)).saturating_mul(layout.tick_ms()))
+        } else {
+            Duration::ZERO
+        };
+        let grant = Grant {
             namespace: request.namespace.clone(),
             worker: self.worker,
             incarnation: request.incarnation,
             grant_id: mark.fencing,
             start,
             end,
-        })
+        };
+        Ok((grant, wait))
     }
 
     fn read_marks(&self, locked: &lockfile::Locked) -> Result<Marks, GrantError> {
@@ -172,11 +254,18 @@ impl GrantSource for StaticAuthority {
             return Ok(g.clone());
         }
         let grant = match &self.state {
-            None => self.grant(&mut memory.marks, request)?,
+            None => {
+                let (grant, wait) = {
+                    let mut marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
+                    self.grant(&mut marks, request, true)?
+                };
+                std::thread::sleep(wait);
+                grant
+            }
             Some(path) => {
                 let locked = lockfile::lock(path, self.options.timeout)?;
                 let mut marks = self.read_marks(&locked)?;
-                let grant = self.grant(&mut marks, request)?;
+                let (grant, _) = self.grant(&mut marks, request, false)?;
                 let bytes = serde_json::to_vec_pretty(&marks).unwrap_or_default();
                 locked.write(&bytes)?;
                 grant
@@ -190,6 +279,16 @@ impl GrantSource for StaticAuthority {
 
     fn release(&self, last: &Grant) {
         self.memory.get().lock().answers.remove(&last.incarnation);
+        if self.state.is_none() && std::process::id() == self.owner_pid {
+            let mut marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(mark) = marks.marks.get_mut(&key(&last.namespace, last.worker))
+                && mark.holder == Some(last.incarnation)
+            {
+                // The lease ends; the high-water stays.
+                mark.holder = None;
+                mark.lease_expiry = 0;
+            }
+        }
     }
 }
 
@@ -213,9 +312,9 @@ impl Authority for StaticAuthority {
                 self.read_marks(&locked).map_err(crate::file::unavailable)?
             }
             None => {
-                let memory = self.memory.get().lock();
+                let marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
                 Marks {
-                    marks: memory.marks.marks.clone(),
+                    marks: marks.marks.clone(),
                 }
             }
         };
@@ -235,8 +334,8 @@ impl Authority for StaticAuthority {
                 namespace: ns.to_owned(),
                 layout,
                 worker: w.parse().unwrap_or(self.worker),
-                holder: None,
-                lease_expiry: 0,
+                holder: m.holder,
+                lease_expiry: m.lease_expiry,
                 high_water: m.high_water,
                 fencing: m.fencing,
             });

@@ -15,6 +15,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 3_000;
 /// Default cap on the Redis grant log stream (approximate, `XADD MAXLEN ~`).
 pub const DEFAULT_REDIS_LOG_MAX: u64 = 1_000_000;
 
+/// The query options the Redis driver reads (redis-rs `protocol`, and `db`,
+/// `user`, `pass` for `redis+unix:`); any other key is refused.
+const REDIS_DRIVER_OPTIONS: &[&str] = &["protocol", "db", "user", "pass"];
+
 /// The backend named by a URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -67,8 +71,77 @@ pub struct AuthorityUrl {
 fn invalid(url: &str, why: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorKind::InvalidArgument,
-        format!("authority URL {url:?}: {why}"),
+        format!("authority URL {:?}: {why}", redact(url)),
     )
+}
+
+/// `url` with its secrets masked, for messages and logs: the password of
+/// the user information (`postgres://app:***@host/db`) and the values of
+/// `password=` / `pass=` query options.
+pub fn redact(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = String::with_capacity(url.len());
+    match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            out.push_str(scheme);
+            out.push_str("://");
+            match authority.rsplit_once('@') {
+                Some((user_info, host)) => {
+                    match user_info.split_once(':') {
+                        Some((user, _)) => {
+                            out.push_str(user);
+                            out.push_str(":***");
+                        }
+                        None => out.push_str(user_info),
+                    }
+                    out.push('@');
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            out.push_str(path);
+        }
+        None => out.push_str(base),
+    }
+    if let Some(q) = query {
+        out.push('?');
+        let pairs: Vec<String> = q
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if matches!(k, "password" | "pass") => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// Decodes `%XX` escapes of a path; refuses a NUL byte and a relative path
+/// (processes started in different directories would use different state:
+/// two authorities, duplicate IDs).
+fn local_path(url: &str, what: &str, raw: &str) -> Result<PathBuf, Error> {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(raw).collect();
+    if bytes.contains(&0) {
+        return Err(invalid(url, format!("{what} contains a NUL byte")));
+    }
+    let path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
+    if !path.is_absolute() {
+        return Err(invalid(
+            url,
+            format!(
+                "{what} {} is relative: processes started in different directories would \
+                 use different state files; give an absolute path (file:/var/lib/app/grantid.json)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(path)
 }
 
 /// The default state file of the file authority:
@@ -119,11 +192,27 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
         "file" => {
             let (path, query) = split_query(rest);
             take_options(url, query, &mut options, &[])?;
-            let path = path.strip_prefix("//").unwrap_or(path);
+            // file:PATH, file:///PATH, file://localhost/PATH (RFC 8089).
+            let path = match path.strip_prefix("//") {
+                Some(after) => {
+                    let (host, p) = after.split_at(after.find('/').unwrap_or(after.len()));
+                    if !host.is_empty() && host != "localhost" {
+                        return Err(invalid(
+                            url,
+                            format!(
+                                "file://{host}/... names the host {host:?}, not a path; \
+                                 write file:/PATH or file:///PATH"
+                            ),
+                        ));
+                    }
+                    p
+                }
+                None => path,
+            };
             if path.is_empty() {
                 Target::File(default_file_path())
             } else {
-                Target::File(PathBuf::from(path))
+                Target::File(local_path(url, "the path", path)?)
             }
         }
         "static" => {
@@ -135,7 +224,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
                     if v.is_empty() {
                         return Err(invalid(url, "state= needs a path"));
                     }
-                    state = Some(PathBuf::from(v));
+                    state = Some(local_path(url, "state=", &v)?);
                 }
             }
             let worker = if let Some(var) = spec.strip_prefix("env:") {
@@ -168,6 +257,23 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
         }
         "redis" | "rediss" => {
             let kept = strip_options(url, &mut options)?;
+            // The driver ignores query keys it does not know: a misspelled
+            // option (timeout_msec=) would be dropped silently.
+            if let Some((_, q)) = kept.split_once('?') {
+                for pair in q.split('&').filter(|p| !p.is_empty()) {
+                    let k = pair.split_once('=').map_or(pair, |(k, _)| k);
+                    if !REDIS_DRIVER_OPTIONS.contains(&k) {
+                        return Err(invalid(
+                            url,
+                            format!(
+                                "unknown option {k:?} (grantid: lease_grace_ms, timeout_ms, \
+                                 log_max; the Redis driver: {})",
+                                REDIS_DRIVER_OPTIONS.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
             Target::Redis(kept)
         }
         other => {
@@ -283,6 +389,40 @@ mod tests {
     }
 
     #[test]
+    fn paths_are_absolute_and_percent_decoded() {
+        for (url, path) in [
+            ("file:/tmp/a%20b.json", "/tmp/a b.json"),
+            ("file:///tmp/x.json", "/tmp/x.json"),
+            ("file://localhost/tmp/x.json", "/tmp/x.json"),
+        ] {
+            assert_eq!(
+                parse(url).unwrap().target,
+                Target::File(path.into()),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            parse("static:2?state=/tmp/s%3F.json").unwrap().target,
+            Target::Static {
+                worker: 2,
+                state: Some("/tmp/s?.json".into())
+            }
+        );
+    }
+
+    #[test]
+    fn secrets_are_masked() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/x?sslmode=disable&password=p4ss"),
+            "postgres://app:***@db:5432/x?sslmode=disable&password=***"
+        );
+        assert_eq!(redact("redis://:pw@h/0"), "redis://:***@h/0");
+        assert_eq!(redact("redis://h/0"), "redis://h/0");
+        let e = parse("postgres://app:s3cret@h/db?bogus&timeout_ms=x").unwrap_err();
+        assert!(!e.message().contains("s3cret"), "{e}");
+    }
+
+    #[test]
     fn ordinals() {
         assert_eq!(trailing_ordinal("web-3"), Some(3));
         assert_eq!(trailing_ordinal("12"), Some(12));
@@ -305,6 +445,14 @@ mod tests {
             ("file:/x?timeout_ms=0", "at least 1"),
             ("postgres:localhost", "expected postgres://"),
             ("redis://h?lease_grace_ms=abc", "not a whole number"),
+            (
+                "redis://h/?timeout_msec=100",
+                "unknown option \"timeout_msec\"",
+            ),
+            ("file:var/lib/x.json", "is relative"),
+            ("file://var/lib/x.json", "names the host \"var\""),
+            ("file:/a%00b", "NUL"),
+            ("static:1?state=rel/s.json", "is relative"),
         ] {
             let e = parse(url).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);

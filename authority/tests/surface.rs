@@ -6,8 +6,8 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{namespace, random, request, small_layout};
-use grantid::{ErrorKind, Generator, GrantError, Layout, ManualClock};
+use common::{acquire_in_child, namespace, random, request, small_layout};
+use grantid::{ErrorKind, Generator, GrantError, GrantSource, Layout, ManualClock};
 use grantid_authority::{Options, StaticAuthority, from_url};
 
 fn issue_ids(url: &str) {
@@ -107,11 +107,11 @@ fn static_worker_from_env_and_range() {
     let too_big = from_url("static:4").unwrap();
     let r = too_big.acquire(&request("ns", 1, 1, None, 0, 10, small_layout()));
     assert!(
-        matches!(r, Err(GrantError::Lost(ref m)) if m.contains("does not fit")),
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("does not fit")),
         "{r:?}"
     );
     let r = s.acquire(&request("ns", 1, 2, Some(2), 0, 10, small_layout()));
-    assert!(matches!(r, Err(GrantError::Lost(_))), "{r:?}");
+    assert!(matches!(r, Err(GrantError::Refused(_))), "{r:?}");
 }
 
 #[test]
@@ -126,8 +126,18 @@ fn static_state_file_keeps_high_water_across_restarts_and_clock_steps() {
     // "Restart" with the clock an hour back: continues after the high-water.
     clock.set(l.unix_ms_of(10_000) - 3_600_000);
     let second = StaticAuthority::new(2, Some(path), Options::default()).with_clock(clock.clone());
+    // The high-water is an hour ahead: no first grant that far in the future
+    // (every call would fail with NotYetValid), but a wait...
+    let r = second.acquire(&request("ns", 2, 1, None, 0, 100, l));
+    assert!(
+        matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("waits")),
+        "{r:?}"
+    );
+    // ...until the clock is back within 100 ms of it.
+    clock.set(l.unix_ms_of(10_050));
     let g2 = second.acquire_for_test(&request("ns", 2, 1, None, 0, 100, l));
     assert_eq!(g2.start, 10_100);
+    clock.set(l.unix_ms_of(10_000) - 3_600_000);
     // Without a state file a restart forgets it: the documented caveat.
     let bare = StaticAuthority::new(2, None, Options::default()).with_clock(clock);
     let g3 = bare.acquire_for_test(&request("ns", 3, 1, None, 0, 100, l));
@@ -145,39 +155,6 @@ impl<S: grantid::GrantSource> AcquireForTest for S {
     fn acquire_for_test(&self, r: &grantid::GrantRequest) -> grantid::Grant {
         self.acquire(r).unwrap()
     }
-}
-
-/// Forks; the child acquires through the same source and reports through a
-/// pipe whether it got a grant. Returns the child's answer.
-fn acquire_in_child(source: &dyn grantid::GrantSource, ns: &str) -> bool {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid two-element array for pipe(2).
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the child only uses the source (opening its own connection),
-    // writes one byte and calls _exit; it never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        let ok = source
-            .acquire(&request(ns, 77, 1, None, 0, 10, small_layout()))
-            .is_ok();
-        let b = [u8::from(ok)];
-        // SAFETY: writes one byte from a valid buffer, then exits.
-        unsafe {
-            libc::write(fds[1], b.as_ptr().cast(), 1);
-            libc::_exit(0);
-        }
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: reads one byte into a valid buffer; waits for our own child.
-    unsafe {
-        libc::close(fds[1]);
-        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
-        libc::close(fds[0]);
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-    }
-    b[0] == 1
 }
 
 fn fork_child_uses_its_own_connection(url: &str) {

@@ -249,9 +249,7 @@ impl GeneratorBuilder {
     /// grant.
     pub fn start(self) -> Result<Generator, Error> {
         let layout = self.layout;
-        if self.namespace.is_empty() {
-            return Err(Error::invalid("namespace must not be empty"));
-        }
+        crate::grant::check_namespace(&self.namespace)?;
         let tick = layout.tick_ms();
         let grant_ticks = self.grant_duration_ms.div_ceil(tick);
         let horizon_ticks = self.horizon_ms.div_ceil(tick);
@@ -430,8 +428,12 @@ impl Generator {
                 ));
             }
             let now = Instant::now();
+            let (kind, why) = shared.lease.last_failure();
+            if kind == ErrorKind::InvalidArgument {
+                self.close();
+                return Err(Error::new(kind, why));
+            }
             if now >= deadline {
-                let (kind, why) = shared.lease.last_failure();
                 let kind = if kind == ErrorKind::LeaseLost {
                     kind
                 } else {

@@ -63,6 +63,12 @@ pub enum GrantError {
     /// what a host callback returned). Counted as an invalid grant, handled
     /// as uncertain.
     Invalid(String),
+    /// A permanent refusal: the request can never succeed as asked (the
+    /// namespace is registered with another layout, the worker is outside
+    /// the layout, the authority is configured unsafely). Start-up fails at
+    /// once with `InvalidArgument` instead of retrying until its timeout; a
+    /// running generator treats it as [`GrantError::Lost`].
+    Refused(String),
 }
 
 impl fmt::Display for GrantError {
@@ -71,6 +77,7 @@ impl fmt::Display for GrantError {
             GrantError::Lost(why) => write!(f, "lost: {why}"),
             GrantError::Unavailable(why) => write!(f, "unavailable: {why}"),
             GrantError::Invalid(why) => write!(f, "invalid grant: {why}"),
+            GrantError::Refused(why) => write!(f, "refused: {why}"),
         }
     }
 }
@@ -78,7 +85,8 @@ impl fmt::Display for GrantError {
 impl std::error::Error for GrantError {}
 
 /// An authority's refusal as a generator error: `Lost` is `LeaseLost`;
-/// `Unavailable` and `Invalid` are `Unavailable`.
+/// `Unavailable` and `Invalid` are `Unavailable`; `Refused` is
+/// `InvalidArgument`.
 impl From<GrantError> for crate::Error {
     fn from(e: GrantError) -> crate::Error {
         use crate::ErrorKind;
@@ -88,8 +96,40 @@ impl From<GrantError> for crate::Error {
             GrantError::Invalid(m) => {
                 crate::Error::new(ErrorKind::Unavailable, format!("invalid grant: {m}"))
             }
+            GrantError::Refused(m) => crate::Error::new(ErrorKind::InvalidArgument, m),
         }
     }
+}
+
+/// The longest namespace, in bytes.
+pub const NAMESPACE_MAX_LEN: usize = 128;
+
+/// Checks a namespace: 1 to [`NAMESPACE_MAX_LEN`] bytes of ASCII letters,
+/// digits and `-`, `_`, `.`, `:`, `/` (docs/AUTHORITIES.md, "Namespaces").
+/// Every authority stores the name as given (a PostgreSQL `text`, part of a
+/// Redis key, a JSON string), so a byte none of them can hold (NUL), a
+/// brace that would move Redis keys to another hash slot, or a name that
+/// looks alike but differs in Unicode normalisation is refused here, before
+/// any authority sees it.
+pub fn check_namespace(namespace: &str) -> Result<(), crate::Error> {
+    if namespace.is_empty() {
+        return Err(crate::Error::invalid("namespace must not be empty"));
+    }
+    if namespace.len() > NAMESPACE_MAX_LEN {
+        return Err(crate::Error::invalid(format!(
+            "namespace is {} bytes long, more than {NAMESPACE_MAX_LEN}",
+            namespace.len()
+        )));
+    }
+    if let Some(bad) = namespace
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/')))
+    {
+        return Err(crate::Error::invalid(format!(
+            "namespace {namespace:?} contains {bad:?}; allowed: ASCII letters, digits and - _ . : /"
+        )));
+    }
+    Ok(())
 }
 
 /// The authority, supplied by the host.
@@ -257,6 +297,30 @@ mod tests {
             grant_id: 1,
             start: 100,
             end: 150,
+        }
+    }
+
+    #[test]
+    fn namespaces_are_checked() {
+        for good in [
+            "ns",
+            "orders-v1",
+            "a.b:c/d_e",
+            &"x".repeat(NAMESPACE_MAX_LEN),
+        ] {
+            assert_eq!(check_namespace(good).map_err(|e| e.to_string()), Ok(()));
+        }
+        for (bad, needle) in [
+            ("", "empty"),
+            ("a\0b", "contains"),
+            ("a{b}", "contains"),
+            ("caf\u{e9}", "contains"),
+            ("a b", "contains"),
+            (&"x".repeat(NAMESPACE_MAX_LEN + 1), "bytes long"),
+        ] {
+            let e = check_namespace(bad).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+            assert!(e.message().contains(needle), "{bad:?}: {e}");
         }
     }
 

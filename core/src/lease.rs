@@ -346,6 +346,13 @@ impl Manager {
                 self.uncertain(why)
             }
             Ok(Err(GrantError::Lost(why))) => self.lost(why),
+            Ok(Err(GrantError::Refused(why))) => {
+                let outcome = self.lost(why.clone());
+                self.shared
+                    .lease
+                    .set_failure(ErrorKind::InvalidArgument, why);
+                outcome
+            }
             Ok(Err(GrantError::Invalid(why))) => self.invalid(why),
             Ok(Ok(grant)) => match grant.validate(&request) {
                 Err(invalid) => self.invalid(invalid.0),

@@ -91,7 +91,12 @@ pub use generator::{
     DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, DEFAULT_MAX_WAIT, DEFAULT_STARTUP_TIMEOUT, ForkPolicy,
     Generator, GeneratorBuilder, LeaseLostEvent,
 };
-pub use grant::{FnSource, Grant, GrantError, GrantRequest, GrantSource, InvalidGrant, source_fn};
+pub use grant::{
+    FnSource, Grant, GrantError, GrantRequest, GrantSource, InvalidGrant, NAMESPACE_MAX_LEN,
+    check_namespace, source_fn,
+};
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
-pub use memory::{Allocator, MemoryAuthority, NamespaceRecord, WorkerRecord};
+pub use memory::{
+    Allocator, FIRST_GRANT_LEAD_MS, MemoryAuthority, NamespaceRecord, WorkerRecord, Workers,
+};
 pub use stats::Stats;

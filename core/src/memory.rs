@@ -36,14 +36,94 @@ pub struct WorkerRecord {
     pub used: bool,
 }
 
+/// The record of a worker never used.
+static UNUSED: WorkerRecord = WorkerRecord {
+    holder: None,
+    lease_expiry: 0,
+    high_water: 0,
+    fencing: 0,
+    used: false,
+};
+
+/// The workers of one namespace, kept sparsely: only those ever used have
+/// a record, so a layout with 2^32 workers costs memory per worker used,
+/// not per worker possible. Indexing a worker never used gives an empty
+/// record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workers {
+    map: std::collections::BTreeMap<u32, WorkerRecord>,
+}
+
+impl Workers {
+    /// The record of `worker`, if it was ever used.
+    pub fn get(&self, worker: u32) -> Option<&WorkerRecord> {
+        self.map.get(&worker)
+    }
+
+    /// The record of `worker`, made empty if it was never used.
+    pub fn record(&mut self, worker: u32) -> &mut WorkerRecord {
+        self.map.entry(worker).or_default()
+    }
+
+    /// The workers with a record, in worker order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &WorkerRecord)> {
+        self.map.iter().map(|(w, r)| (*w, r))
+    }
+
+    /// How many workers have a record.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when no worker has a record.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The lowest worker below `count` that was never used.
+    fn first_unused(&self, count: u64) -> Option<u32> {
+        let mut next: u64 = 0;
+        for (w, r) in &self.map {
+            if u64::from(*w) > next {
+                break;
+            }
+            if r.used {
+                next = u64::from(*w) + 1;
+            } else {
+                break;
+            }
+        }
+        (next < count).then_some(next as u32)
+    }
+}
+
+impl std::ops::Index<usize> for Workers {
+    type Output = WorkerRecord;
+    fn index(&self, worker: usize) -> &WorkerRecord {
+        u32::try_from(worker)
+            .ok()
+            .and_then(|w| self.map.get(&w))
+            .unwrap_or(&UNUSED)
+    }
+}
+
 /// The state of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceRecord {
     /// The layout the namespace was registered with.
     pub layout: Layout,
-    /// One record per worker value.
-    pub workers: Vec<WorkerRecord>,
+    /// The workers ever used.
+    pub workers: Workers,
 }
+
+/// How far ahead of authority time a first grant (no worker asked for) may
+/// start, in ms: the generator waits out that much at `next_id` (its
+/// default `max_wait`, [`crate::DEFAULT_MAX_WAIT`]). A first grant that
+/// would start later (every free worker's high-water is further ahead) is
+/// not made: the answer is `Unavailable`, and the generator's start-up
+/// retries until the clock has caught up, instead of starting with a grant
+/// that fails every call with `NotYetValid`.
+pub const FIRST_GRANT_LEAD_MS: u64 = 100;
 
 /// The allocation rule over plain state.
 #[derive(Debug, Clone, Default)]
@@ -83,9 +163,12 @@ impl Allocator {
             return Ok(g.clone());
         }
         if self.answers.len() >= 1024 {
+            // Only this namespace's answers are measured against `now`: the
+            // ticks of another namespace count in another layout.
             let grace = self.lease_grace;
-            self.answers
-                .retain(|_, g| g.end.saturating_add(grace) > now);
+            self.answers.retain(|(ns, _, _), g| {
+                *ns != request.namespace || g.end.saturating_add(grace) > now
+            });
         }
         let layout = request.layout;
         let ns = self
@@ -93,22 +176,23 @@ impl Allocator {
             .entry(request.namespace.clone())
             .or_insert_with(|| NamespaceRecord {
                 layout,
-                workers: vec![WorkerRecord::default(); layout.worker_count().min(1 << 20) as usize],
+                workers: Workers::default(),
             });
         if ns.layout != layout {
-            return Err(GrantError::Lost(format!(
+            return Err(GrantError::Refused(format!(
                 "namespace {:?} is registered with another layout ({:?})",
                 request.namespace, ns.layout
             )));
         }
+        let count = layout.worker_count();
         let index = match request.worker {
             Some(w) => {
-                let rec = ns.workers.get(w as usize).ok_or_else(|| {
-                    GrantError::Lost(format!(
-                        "worker {w} is outside the namespace's {} workers",
-                        ns.workers.len()
-                    ))
-                })?;
+                if u64::from(w) >= count {
+                    return Err(GrantError::Refused(format!(
+                        "worker {w} is outside the namespace's {count} workers"
+                    )));
+                }
+                let rec = &ns.workers[w as usize];
                 match rec.holder {
                     Some(h) if h != request.incarnation && rec.lease_expiry > now => {
                         return Err(GrantError::Lost(format!(
@@ -116,17 +200,28 @@ impl Allocator {
                             rec.lease_expiry
                         )));
                     }
-                    _ => w as usize,
+                    _ => w,
                 }
             }
-            None => pick_worker(&ns.workers, now).ok_or_else(|| {
-                GrantError::Lost(format!(
-                    "no free worker among the namespace's {} workers",
-                    ns.workers.len()
-                ))
-            })?,
+            None => {
+                let w = pick_worker(&ns.workers, count, now).ok_or_else(|| {
+                    GrantError::Lost(format!(
+                        "no free worker among the namespace's {count} workers"
+                    ))
+                })?;
+                let lead = FIRST_GRANT_LEAD_MS.div_ceil(layout.tick_ms());
+                let high_water = ns.workers[w as usize].high_water;
+                if high_water > now.saturating_add(lead) {
+                    return Err(GrantError::Unavailable(format!(
+                        "every free worker's high-water is ahead of the authority's clock: \
+                         the nearest, worker {w}, by {} ticks; a first grant waits for it",
+                        high_water - now
+                    )));
+                }
+                w
+            }
         };
-        let rec = &mut ns.workers[index];
+        let rec = ns.workers.record(index);
         let start = rec.high_water.max(now).max(request.not_before);
         let end = start
             .saturating_add(request.duration)
@@ -144,7 +239,7 @@ impl Allocator {
         rec.used = true;
         let grant = Grant {
             namespace: request.namespace.clone(),
-            worker: index as u32,
+            worker: index,
             incarnation: request.incarnation,
             grant_id: rec.fencing,
             start,
@@ -162,7 +257,7 @@ impl Allocator {
     /// high-water mark stays.
     pub fn release(&mut self, last: &Grant, now: u64) {
         if let Some(ns) = self.namespaces.get_mut(&last.namespace)
-            && let Some(rec) = ns.workers.get_mut(last.worker as usize)
+            && let Some(rec) = ns.workers.map.get_mut(&last.worker)
             && rec.holder == Some(last.incarnation)
         {
             rec.holder = None;
@@ -171,34 +266,46 @@ impl Allocator {
     }
 }
 
-/// Picks a worker nobody holds (or whose lease expired): first one that can
-/// start now (high-water not in the future), free before expired, the
-/// longest-expired first, so a crash-looping process reuses the same few
-/// workers instead of walking through the worker space; then the one whose
-/// high-water is nearest.
-fn pick_worker(workers: &[WorkerRecord], now: u64) -> Option<usize> {
+/// Picks a worker for a first grant, by the one rule every authority
+/// follows (docs/AUTHORITIES.md, "Which worker"): among workers nobody
+/// holds (or whose lease expired), first those usable now (high-water not
+/// after `now`), else the one whose high-water is nearest; then never-used
+/// before released before expired; then the longest released or expired
+/// (so a crash-looping process reuses the same few workers instead of
+/// walking through the worker space); then the lowest number.
+fn pick_worker(workers: &Workers, count: u64, now: u64) -> Option<u32> {
+    let unused = workers.first_unused(count);
+    if unused.is_some() {
+        return unused;
+    }
     workers
         .iter()
-        .enumerate()
-        .filter(|(_, w)| w.holder.is_none() || w.lease_expiry <= now)
-        .min_by_key(|(i, w)| {
-            let waits = w.high_water > now;
+        .filter(|(w, r)| u64::from(*w) < count && (r.holder.is_none() || r.lease_expiry <= now))
+        .min_by_key(|(w, r)| {
+            let waits = r.high_water > now;
             (
                 waits,
-                waits.then_some(w.high_water),
-                w.holder.is_some(),
-                w.lease_expiry,
-                *i,
+                waits.then_some(r.high_water),
+                r.used,
+                r.holder.is_some(),
+                r.lease_expiry,
+                *w,
             )
         })
-        .map(|(i, _)| i)
+        .map(|(w, _)| w)
 }
 
 /// An authority in process memory. Thread-safe; cheap to clone (shared).
+///
+/// It belongs to the process that made it: in a `fork()` child its state is
+/// a copy that the parent keeps changing, so the child would be granted the
+/// parent's workers over the parent's intervals. A child's `acquire` is
+/// therefore refused ([`GrantError::Refused`]).
 #[derive(Clone)]
 pub struct MemoryAuthority {
     state: Arc<Mutex<Allocator>>,
     clock: Option<Arc<dyn Clock>>,
+    owner_pid: u32,
 }
 
 impl std::fmt::Debug for MemoryAuthority {
@@ -220,6 +327,7 @@ impl MemoryAuthority {
         MemoryAuthority {
             state: Arc::new(Mutex::new(Allocator::new(1_000))),
             clock: None,
+            owner_pid: std::process::id(),
         }
     }
 
@@ -259,7 +367,7 @@ impl MemoryAuthority {
         if let Some(rec) = state
             .namespaces
             .get_mut(namespace)
-            .and_then(|ns| ns.workers.get_mut(worker as usize))
+            .and_then(|ns| ns.workers.map.get_mut(&worker))
         {
             rec.holder = Some(thief);
             rec.lease_expiry = until;
@@ -274,11 +382,23 @@ impl MemoryAuthority {
 
 impl GrantSource for MemoryAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let pid = std::process::id();
+        if pid != self.owner_pid {
+            return Err(GrantError::Refused(format!(
+                "this in-memory authority belongs to process {}; process {pid} is a fork() \
+                 child holding a stale copy of its state (use an authority outside the \
+                 process, such as file:, for forking programs)",
+                self.owner_pid
+            )));
+        }
         let now = self.now(request);
         self.lock().allocate(request, now)
     }
 
     fn release(&self, last: &Grant) {
+        if std::process::id() != self.owner_pid {
+            return;
+        }
         let now = match &self.clock {
             Some(c) => {
                 let layout = self
@@ -378,12 +498,86 @@ mod tests {
         a.allocate(&req(1, 1, None, 0, 0), 0).unwrap();
         let mut other = req(2, 1, None, 0, 0);
         other.layout = Layout::new(12, 3, 4).unwrap();
-        assert!(matches!(a.allocate(&other, 0), Err(GrantError::Lost(m)) if m.contains("layout")));
+        assert!(
+            matches!(a.allocate(&other, 0), Err(GrantError::Refused(m)) if m.contains("layout"))
+        );
         let g = a.allocate(&req(3, 1, None, 0, 4090), 4090).unwrap();
         assert_eq!(g.end, 4096, "capped at the timestamp field");
         assert!(
             a.allocate(&req(3, 2, Some(g.worker), 4096, 4096), 4096)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn answers_are_pruned_with_their_own_namespace_clock() {
+        // Namespace "slow" counts 1 s ticks, "ns" 1 ms ticks: an answer of
+        // "slow" at tick 1,000 is live, and must survive pruning done with
+        // "ns"'s clock (tick 100,000).
+        let mut a = Allocator::new(5);
+        let mut slow = req(1, 1, None, 0, 1_000);
+        slow.namespace = "slow".into();
+        slow.layout = Layout::with_all(20, 2, 4, 0, 1_000).unwrap();
+        let g = a.allocate(&slow, 1_000).unwrap();
+        for inc in 10..1_100 {
+            let r = req(inc, 1, None, 0, 100_000);
+            if let Ok(g) = a.allocate(&r, 100_000) {
+                a.release(&g, 100_000);
+            }
+        }
+        assert_eq!(a.allocate(&slow, 1_001).unwrap(), g, "the retry's answer");
+    }
+
+    #[test]
+    fn workers_are_kept_sparsely() {
+        let mut a = Allocator::new(5);
+        let mut r = req(1, 1, None, 0, 100);
+        r.layout = Layout::new(20, 32, 1).unwrap();
+        let g = a.allocate(&r, 100).unwrap();
+        let mut again = req(2, 1, Some(u32::MAX), 0, 100);
+        again.layout = r.layout;
+        let top = a.allocate(&again, 100).unwrap();
+        assert_eq!((g.worker, top.worker), (0, u32::MAX));
+        assert_eq!(a.namespaces["ns"].workers.len(), 2);
+        assert_eq!(a.namespaces["ns"].workers[7].high_water, 0);
+    }
+
+    #[test]
+    fn a_worker_usable_now_goes_before_one_released_with_a_future_high_water() {
+        let mut a = Allocator::new(5);
+        // Workers 0..4 used; 0 renewed far ahead and released; 1 expired.
+        let mut gs = Vec::new();
+        for inc in 0..4 {
+            gs.push(a.allocate(&req(inc, 1, None, 0, 100), 100).unwrap());
+        }
+        let far = a.allocate(&req(0, 2, Some(0), 2_000, 100), 100).unwrap();
+        a.release(&far, 101);
+        a.release(&gs[1], 101);
+        // Worker 0 was released first, but its high-water (2,010) is ahead;
+        // worker 1 is usable now.
+        let g = a.allocate(&req(9, 1, None, 0, 102), 102).unwrap();
+        assert_eq!((g.worker, g.start), (1, 110));
+        // With only worker 0 free, a first grant is not made so far ahead.
+        let r = a.allocate(&req(10, 1, None, 0, 103), 103);
+        assert!(
+            matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("ahead")),
+            "{r:?}"
+        );
+        // Within the lead it is made (workers 1..4 still held).
+        for (inc, w) in [(9, 1), (2, 2), (3, 3)] {
+            a.allocate(&req(inc, 5, Some(w), 0, 1_950), 1_950).unwrap();
+        }
+        let g = a.allocate(&req(11, 1, None, 0, 1_950), 1_950).unwrap();
+        assert_eq!((g.worker, g.start), (0, 2_010));
+    }
+
+    #[test]
+    fn out_of_range_worker_is_refused() {
+        let mut a = Allocator::new(5);
+        let r = a.allocate(&req(1, 1, Some(4), 0, 100), 100);
+        assert!(
+            matches!(r, Err(GrantError::Refused(ref m)) if m.contains("outside")),
+            "{r:?}"
         );
     }
 

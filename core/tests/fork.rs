@@ -9,8 +9,37 @@ use std::time::{Duration, Instant};
 use common::Scripted;
 use grantid::{
     ErrorKind, ForkPolicy, Generator, Grant, GrantError, GrantRequest, GrantSource, Layout,
-    source_fn,
+    MemoryAuthority, source_fn,
 };
+
+/// A grant source usable across fork() for this test: an in-memory
+/// authority per process (a MemoryAuthority refuses a forked child), the
+/// first process on workers [0, 32), any other on [32, 64), so a parent and
+/// its child never share a worker.
+struct SplitByProcess {
+    origin: u32,
+    parent: MemoryAuthority,
+    child: std::sync::OnceLock<MemoryAuthority>,
+}
+
+impl GrantSource for SplitByProcess {
+    fn acquire(&self, r: &GrantRequest) -> Result<Grant, GrantError> {
+        if std::process::id() == self.origin {
+            let mut r = r.clone();
+            r.layout = Layout::new(41, 5, 10).unwrap();
+            return self.parent.acquire(&r);
+        }
+        let mut inner = r.clone();
+        inner.layout = Layout::new(41, 5, 10).unwrap();
+        inner.worker = r.worker.map(|w| w - 32);
+        let mut g = self
+            .child
+            .get_or_init(MemoryAuthority::new)
+            .acquire(&inner)?;
+        g.worker += 32;
+        Ok(g)
+    }
+}
 
 fn layout() -> Layout {
     Layout::new(41, 6, 10).unwrap()
@@ -71,10 +100,12 @@ fn in_child(child: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
 
 #[test]
 fn a_forked_child_reactivates_or_refuses() {
-    let source = Scripted::new();
-    let g = Generator::builder(layout(), "fork", source.clone())
-        .start()
-        .unwrap();
+    let split = SplitByProcess {
+        origin: std::process::id(),
+        parent: MemoryAuthority::new(),
+        child: std::sync::OnceLock::new(),
+    };
+    let g = Generator::builder(layout(), "fork", split).start().unwrap();
     let mut parent: Vec<u64> = (0..1000).map(|_| g.next_id().unwrap()).collect();
     let parent_stats = g.stats();
 
@@ -118,6 +149,7 @@ fn a_forked_child_reactivates_or_refuses() {
     assert_eq!(g.stats().fork_reactivations, 0);
 
     // ForkPolicy::Close: the child refuses.
+    let source = Scripted::new();
     let closing = Generator::builder(layout(), "fork", source.clone())
         .fork_policy(ForkPolicy::Close)
         .start()

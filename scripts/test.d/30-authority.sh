@@ -2,7 +2,7 @@
 # scripts/lib/services.sh) and the grantid command, then a smoke run of the
 # command on the file authority.
 cargo test -p grantid-authority -p grantid-cli --locked
-smoke=target/authority-smoke
+smoke="$PWD/target/authority-smoke"
 rm -rf "$smoke" && mkdir -p "$smoke"
 cargo run -q -p grantid-cli --locked -- next -n 3 --authority "file:$smoke/state.json"
 cargo run -q -p grantid-cli --locked -- next -n 1 --format json --authority "file:$smoke/state.json"
@@ -16,3 +16,12 @@ if [ -n "${GRANTID_TEST_REDIS_URL:-}" ]; then
   cargo run -q -p grantid-cli --locked -- next -n 2 --authority "$GRANTID_TEST_REDIS_URL" --namespace smoke
   cargo run -q -p grantid-cli --locked -- authority status "$GRANTID_TEST_REDIS_URL" --namespace smoke
 fi
+# static:N without a state file: three back-to-back processes (the command
+# the safety review used) must not repeat an ID.
+for _ in 1 2 3; do
+  cargo run -q -p grantid-cli --locked -- next -n 3000 --authority static:3 --sequence-bits 4 --namespace smoke-static
+done > "$smoke/static-ids.txt"
+total=$(wc -l < "$smoke/static-ids.txt")
+dups=$(sort "$smoke/static-ids.txt" | uniq -d | wc -l)
+echo "static:3, 3 back-to-back runs: $total IDs, $dups repeated"
+[ "$total" -eq 9000 ] && [ "$dups" -eq 0 ]

@@ -78,6 +78,7 @@ pub fn request(
 /// Which backend a rule test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    Memory,
     File,
     Postgres,
     Redis,
@@ -91,6 +92,11 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
         ..Options::default()
     };
     Some(match kind {
+        Kind::Memory => Box::new(
+            grantid::MemoryAuthority::new()
+                .with_lease_grace(grace_ms)
+                .with_clock(clock),
+        ),
         Kind::File => Box::new(FileAuthority::new(temp_path("rule"), options).with_clock(clock)),
         Kind::Postgres => Box::new(
             PgAuthority::new(&postgres_url()?, options)
@@ -136,4 +142,37 @@ pub fn assert_disjoint(grants: &[Grant]) -> usize {
         }
     }
     by_worker.len()
+}
+
+/// Forks; the child acquires through the same source and reports through a
+/// pipe whether it got a grant. Returns the child's answer.
+pub fn acquire_in_child(source: &dyn grantid::GrantSource, ns: &str) -> bool {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only uses the source (opening its own connection),
+    // writes one byte and calls _exit; it never returns into the harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = source
+            .acquire(&request(ns, 77, 1, None, 0, 10, small_layout()))
+            .is_ok();
+        let b = [u8::from(ok)];
+        // SAFETY: writes one byte from a valid buffer, then exits.
+        unsafe {
+            libc::write(fds[1], b.as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into a valid buffer; waits for our own child.
+    unsafe {
+        libc::close(fds[1]);
+        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    b[0] == 1
 }

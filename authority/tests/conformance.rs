@@ -1,6 +1,10 @@
-//! The allocation rule, run identically on the file, PostgreSQL and Redis
-//! authorities (the engines come from GRANTID_TEST_POSTGRES_URL and
-//! GRANTID_TEST_REDIS_URL; see scripts/with-services.sh).
+//! The conformance suite: the allocation rule's acquire / renew / release /
+//! expiry / ordering / refusal cases, run identically on every authority
+//! that chooses workers (the in-memory `grantid::MemoryAuthority`, file,
+//! PostgreSQL, Redis), so they cannot drift apart. The engines come from
+//! GRANTID_TEST_POSTGRES_URL and GRANTID_TEST_REDIS_URL (see
+//! scripts/with-services.sh). The static authority, which never chooses,
+//! passes the cases that apply to it in tests/static_worker.rs.
 
 mod common;
 
@@ -154,15 +158,66 @@ fn other_layout_is_refused(kind: Kind) {
     let other = Layout::new(40, 3, 8).unwrap();
     let r = s.acquire(&request(&ns, 2, 1, None, 0, 10, other));
     assert!(
-        matches!(r, Err(GrantError::Lost(ref m)) if m.contains("another layout")),
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")),
         "{r:?}"
     );
     let epoch = small_layout().with_epoch_ms(0).unwrap();
     let r = s.acquire(&request(&ns, 3, 1, None, 0, 10, epoch));
     assert!(
-        matches!(r, Err(GrantError::Lost(ref m)) if m.contains("another layout")),
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")),
         "{r:?}"
     );
+    // A worker outside the layout can never be granted: refused too.
+    let r = s.acquire(&request(&ns, 4, 1, Some(4), 0, 10, small_layout()));
+    assert!(
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("outside")),
+        "{r:?}"
+    );
+}
+
+fn usable_now_goes_first_and_a_far_first_grant_waits(kind: Kind) {
+    let clock = ManualClock::new(ms(1_000));
+    let Some(s) = source(kind, clock.clone(), 50) else {
+        return;
+    };
+    let ns = namespace("order");
+    let l = small_layout();
+    let mut first = Vec::new();
+    for inc in 1..=4u64 {
+        first.push(s.acquire(&request(&ns, inc, 1, None, 0, 10, l)).unwrap());
+    }
+    // Worker 0 renews far ahead, then is released first; worker 1 is
+    // released later but is usable now.
+    let far = s
+        .acquire(&request(&ns, 1, 2, Some(0), 3_000, 10, l))
+        .unwrap();
+    assert_eq!(far.end, 3_010);
+    clock.set(ms(1_020));
+    s.release(&far);
+    clock.set(ms(1_030));
+    s.release(&first[1]);
+    clock.set(ms(1_040));
+    let g = s.acquire(&request(&ns, 9, 1, None, 0, 10, l)).unwrap();
+    assert_eq!(
+        (g.worker, g.start),
+        (1, 1_040),
+        "a worker usable now before one released earlier with a future high-water"
+    );
+    // Only worker 0 is free, its high-water ~2 s ahead: no first grant
+    // that far in the future (the generator would fail with NotYetValid).
+    let r = s.acquire(&request(&ns, 10, 1, None, 0, 10, l));
+    assert!(
+        matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("ahead")),
+        "{r:?}"
+    );
+    // Within 100 ms of it, the grant is made, after the high-water.
+    clock.set(ms(2_950));
+    for (inc, w) in [(9, 1), (3, 2), (4, 3)] {
+        s.acquire(&request(&ns, inc, 5, Some(w), 0, 200, l))
+            .unwrap();
+    }
+    let g = s.acquire(&request(&ns, 10, 2, None, 0, 10, l)).unwrap();
+    assert_eq!((g.worker, g.start), (0, 3_010));
 }
 
 fn end_is_capped_and_release_frees(kind: Kind) {
@@ -196,6 +251,7 @@ fn end_is_capped_and_release_frees(kind: Kind) {
 
 macro_rules! rule_tests {
     ($($name:ident),*) => {
+        mod memory { $( #[test] fn $name() { super::$name(super::Kind::Memory) } )* }
         mod file { $( #[test] fn $name() { super::$name(super::Kind::File) } )* }
         mod postgres { $( #[test] fn $name() { super::$name(super::Kind::Postgres) } )* }
         mod redis { $( #[test] fn $name() { super::$name(super::Kind::Redis) } )* }
@@ -208,7 +264,8 @@ rule_tests!(
     expired_lease_is_recycled,
     high_water_never_moves_back,
     other_layout_is_refused,
-    end_is_capped_and_release_frees
+    end_is_capped_and_release_frees,
+    usable_now_goes_first_and_a_far_first_grant_waits
 );
 
 #[test]

@@ -73,6 +73,7 @@ mod grant;
 mod layout;
 mod lease;
 mod memory;
+mod public;
 mod stats;
 mod sync;
 
@@ -86,4 +87,5 @@ pub use generator::{
 pub use grant::{FnSource, Grant, GrantError, GrantRequest, GrantSource, InvalidGrant, source_fn};
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
 pub use memory::{Allocator, MemoryAuthority, NamespaceRecord, WorkerRecord};
+pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
 pub use stats::Stats;

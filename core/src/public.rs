@@ -111,6 +111,21 @@ impl PublicIds {
         PublicIds::new(&key)
     }
 
+    /// A new random key from the operating system's generator, for a new
+    /// namespace of public IDs. Store it (32 hex digits) and keep it: a
+    /// lost key cannot be recovered, and another key maps every ID
+    /// elsewhere. `Unavailable` if the system generator fails.
+    pub fn generate_key() -> Result<[u8; PUBLIC_ID_KEY_LEN], Error> {
+        let mut key = [0u8; PUBLIC_ID_KEY_LEN];
+        getrandom::fill(&mut key).map_err(|e| {
+            Error::new(
+                crate::ErrorKind::Unavailable,
+                format!("the system random generator failed: {e}"),
+            )
+        })?;
+        Ok(key)
+    }
+
     /// The public value of `id`: a u64 in [1, 2^63). An `id` outside
     /// [1, 2^63) is `InvalidArgument`.
     pub fn encode(&self, id: u64) -> Result<u64, Error> {
@@ -334,6 +349,17 @@ mod tests {
         let secret = format!("{}z", &PAPER_KEY[1..]);
         let e = PublicIds::from_hex(&secret).unwrap_err();
         assert!(!e.to_string().contains(&secret[..8]), "{e}");
+    }
+
+    #[test]
+    fn generated_keys_differ_and_work() {
+        let (a, b) = (
+            PublicIds::generate_key().unwrap(),
+            PublicIds::generate_key().unwrap(),
+        );
+        assert_ne!(a, b);
+        let ids = PublicIds::new(&a).unwrap();
+        assert_eq!(ids.decode(ids.encode(42).unwrap()).unwrap(), 42);
     }
 
     #[test]

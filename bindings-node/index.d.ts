@@ -76,7 +76,7 @@ export declare class ManualClock {
 export declare class PublicIds {
   constructor(key: string | Uint8Array)
   /** A new random key (16 bytes) from the operating system's generator. */
-  static generateKey(): Buffer
+  static generateKey(): Uint8Array
   /** The public value of an ID, as a decimal string. */
   encode(id: string | bigint): string
   /** The public value of an ID, as a bigint. */

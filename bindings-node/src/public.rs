@@ -3,7 +3,7 @@
 //! bigints, never numbers; the key never reaches a JS property.
 
 use napi::ValueType;
-use napi::bindgen_prelude::{BigInt, Buffer, Uint8Array, Unknown};
+use napi::bindgen_prelude::{BigInt, Uint8Array, Unknown};
 use napi_derive::napi;
 
 use crate::convert::{bigint_to_u64, from_js, id_from_js};
@@ -44,9 +44,9 @@ impl PublicIds {
 
     /// A new random key (16 bytes) from the operating system's generator.
     #[napi]
-    pub fn generate_key() -> Result<Buffer> {
+    pub fn generate_key() -> Result<Uint8Array> {
         let key = grantid::PublicIds::generate_key().map_err(map_error)?;
-        Ok(Buffer::from(key.to_vec()))
+        Ok(Uint8Array::from(key.to_vec()))
     }
 
     /// The public value of an ID, as a decimal string.

@@ -68,6 +68,44 @@ export declare class ManualClock {
 }
 
 /**
+ * A keyed, reversible permutation of the IDs ([1, 2^63)) for URLs and
+ * APIs. `key`: a string of 32 hex digits, or 16 bytes (`Buffer` or
+ * `Uint8Array`). Methods return decimal strings; the `BigInt` variants
+ * return bigints.
+ */
+export declare class PublicIds {
+  constructor(key: string | Uint8Array)
+  /** A new random key (16 bytes) from the operating system's generator. */
+  static generateKey(): Uint8Array
+  /** The public value of an ID, as a decimal string. */
+  encode(id: string | bigint): string
+  /** The public value of an ID, as a bigint. */
+  encodeBigInt(id: string | bigint): bigint
+  /** The ID whose public value is `publicId`, as a decimal string. */
+  decode(publicId: string | bigint): string
+  /** The ID whose public value is `publicId`, as a bigint. */
+  decodeBigInt(publicId: string | bigint): bigint
+  /** The public value of an ID as 13 lower-case Crockford base32 digits. */
+  encodeStr(id: string | bigint): string
+  /**
+   * The ID of a text made by `encodeStr` (either case), as a decimal
+   * string; anything else throws `INVALID_ARGUMENT`.
+   */
+  decodeStr(text: string): string
+  /** `decodeStr`, as a bigint. */
+  decodeStrBigInt(text: string): bigint
+  /**
+   * The raw Speck64/128 encryption of a 64-bit block, without the walk
+   * (for checking implementations against each other).
+   */
+  cipherEncrypt(block: bigint): bigint
+  /** The inverse of `cipherEncrypt`. */
+  cipherDecrypt(block: bigint): bigint
+  /** `'PublicIds { key: <redacted> }'`. */
+  toString(): string
+}
+
+/**
  * The fields of an ID, in `layout` (default: the snowflake layout). A
  * field beyond `Number.MAX_SAFE_INTEGER` is refused: use `decodeBigInt`.
  */

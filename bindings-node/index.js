@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.Generator = nativeBinding.Generator
 module.exports.ManualClock = nativeBinding.ManualClock
+module.exports.PublicIds = nativeBinding.PublicIds
 module.exports.decode = nativeBinding.decode
 module.exports.decodeBigInt = nativeBinding.decodeBigInt
 module.exports.encode = nativeBinding.encode

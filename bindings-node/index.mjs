@@ -13,5 +13,6 @@ export const {
   errorCodes,
   layout,
   parseId,
+  PublicIds,
 } = native
 export default native

@@ -5,6 +5,7 @@ with plain integer arithmetic as an oracle independent of the Rust code.
 Run: python3 conformance/generate.py   (the output is committed; the Rust
 conformance test checks the committed file against the core, and every
 binding runs the same file)."""
+import hashlib
 import json
 import os
 
@@ -111,6 +112,176 @@ def main():
         "parse_invalid": parse_invalid,
     }
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vectors.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    write_public_ids()
+
+
+# --- Public IDs (docs/PUBLIC_IDS.md): Speck64/128 by cycle walking --------
+#
+# Written from the cipher's paper (Beaulieu et al., "The SIMON and SPECK
+# Families of Lightweight Block Ciphers", 2013): 32-bit words, 27 rounds,
+# rotations alpha = 8 and beta = 3, key words (l2, l1, l0, k0) as the key's
+# 32 hex digits read left to right. Shares no code with the Rust side.
+
+MASK32 = (1 << 32) - 1
+ID_LIMIT = 1 << 63
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+TEXT_LEN = 13  # 13 * 5 = 65 bits >= 63
+
+
+def ror(v, r):
+    return ((v >> r) | (v << (32 - r))) & MASK32
+
+
+def rol(v, r):
+    return ((v << r) | (v >> (32 - r))) & MASK32
+
+
+def speck_round_keys(key_hex):
+    words = [int(key_hex[i:i + 8], 16) for i in range(0, 32, 8)]  # l2, l1, l0, k0
+    k = [words[3]]
+    l = [words[2], words[1], words[0]]  # l0, l1, l2
+    for i in range(26):
+        l.append(((k[i] + ror(l[i], 8)) & MASK32) ^ i)
+        k.append(rol(k[i], 3) ^ l[i + 3])
+    return k
+
+
+def speck_encrypt(keys, block):
+    x, y = block >> 32, block & MASK32
+    for k in keys:
+        x = ((ror(x, 8) + y) & MASK32) ^ k
+        y = rol(y, 3) ^ x
+    return (x << 32) | y
+
+
+def speck_decrypt(keys, block):
+    x, y = block >> 32, block & MASK32
+    for k in reversed(keys):
+        y = ror(y ^ x, 3)
+        x = rol(((x ^ k) - y) & MASK32, 8)
+    return (x << 32) | y
+
+
+def permute(keys, value, step):
+    """Cycle walking: apply `step` until the value is in [1, 2^63); returns
+    the value and how many times the cipher ran."""
+    walks = 0
+    while True:
+        value = step(keys, value)
+        walks += 1
+        if 0 < value < ID_LIMIT:
+            return value, walks
+
+
+def to_text(value):
+    return "".join(ALPHABET[(value >> (5 * (TEXT_LEN - 1 - i))) & 31] for i in range(TEXT_LEN))
+
+
+def from_text(text):
+    value = 0
+    for c in text:
+        value = (value << 5) | ALPHABET.index(c)
+    return value
+
+
+def parse_text(text):
+    """The strict parser: 13 digits of the alphabet, either case, value in
+    [1, 2^63); None for anything else."""
+    if len(text) != TEXT_LEN or any(c.lower() not in ALPHABET for c in text):
+        return None
+    value = from_text(text.lower())
+    return value if 0 < value < ID_LIMIT else None
+
+
+def derived_hex(label, nbytes):
+    return hashlib.sha256(label.encode()).hexdigest()[:2 * nbytes]
+
+
+def write_public_ids():
+    paper_key = "1b1a1918131211100b0a090803020100"
+    keys = speck_round_keys(paper_key)
+    assert speck_encrypt(keys, 0x3B7265747475432D) == 0x8C6FA548454E028B
+    assert speck_decrypt(keys, 0x8C6FA548454E028B) == 0x3B7265747475432D
+
+    cipher = [{"key": paper_key, "plaintext": "3b7265747475432d", "ciphertext": "8c6fa548454e028b",
+               "note": "the paper's test vector"}]
+    for n in range(6):
+        key = derived_hex(f"cipher-key-{n}", 16)
+        block = int(derived_hex(f"cipher-block-{n}", 8), 16)
+        ct = speck_encrypt(speck_round_keys(key), block)
+        assert speck_decrypt(speck_round_keys(key), ct) == block
+        cipher.append({"key": key, "plaintext": f"{block:016x}", "ciphertext": f"{ct:016x}"})
+    cipher.append({"key": "0" * 32, "plaintext": "0" * 16,
+                   "ciphertext": f"{speck_encrypt(speck_round_keys('0' * 32), 0):016x}"})
+
+    namespaces = []
+    for name, key in [("paper-key", paper_key), ("derived-a", derived_hex("namespace-a", 16)),
+                      ("derived-b", derived_hex("namespace-b", 16)), ("all-ones", "f" * 32)]:
+        rk = speck_round_keys(key)
+        ids = {1, 2, 3, ID_LIMIT - 1, ID_LIMIT - 2, 1 << 62, 20497, 0x3B7265747475432D}
+        ids |= {int(derived_hex(f"{name}-id-{n}", 8), 16) % (ID_LIMIT - 1) + 1 for n in range(12)}
+        # Values whose first encryptions land outside [1, 2^63): the first
+        # small IDs needing 3, 4, 5, 6 and 7 encryptions.
+        wanted = {3, 4, 5, 6, 7}
+        candidate = 1
+        while wanted and candidate < 100_000:
+            _, walks = permute(rk, candidate, speck_encrypt)
+            if walks in wanted:
+                wanted.discard(walks)
+                ids.add(candidate)
+            candidate += 1
+        assert not wanted, f"{name}: no ID needing {wanted} encryptions below {candidate}"
+        vectors = []
+        for i in sorted(ids):
+            public, walks = permute(rk, i, speck_encrypt)
+            back, back_walks = permute(rk, public, speck_decrypt)
+            assert back == i and back_walks == walks
+            vectors.append({"id": str(i), "public": str(public), "text": to_text(public), "walks": walks})
+        assert max(v["walks"] for v in vectors) >= 7
+        namespaces.append({"name": name, "key": key, "vectors": vectors})
+
+    text = [{"public": str(v), "text": to_text(v)} for v in
+            (1, 31, 32, ID_LIMIT - 1, 0x3B7265747475432D)]
+    text_valid = [  # decoding is case-insensitive
+        {"text": to_text(0x3B7265747475432D).upper(), "public": str(0x3B7265747475432D)},
+        {"text": "7ZZZZZZZZZZZZ", "public": str(ID_LIMIT - 1)},
+        {"text": "0000000000001", "public": "1"},
+        {"text": "0ABCDEFGHJKMN", "public": str(from_text("0abcdefghjkmn"))},
+        {"text": "7zZzZzZzZzZzZ", "public": str(ID_LIMIT - 1)},
+    ]
+    text_invalid = [
+        "", "000000000001", "00000000000001", "0000000000000", "8000000000000", "zzzzzzzzzzzzz",
+        "000000000000i", "000000000000l", "000000000000o", "000000000000u", "000000000000-",
+        "000000000000 ", " 000000000001", "00000000000\u00e91", "00000000000_1", "+000000000001", "000000000000\u0000",
+    ]
+    for t in text_invalid:
+        assert parse_text(t) is None, t
+    for v in text_valid:
+        assert parse_text(v["text"]) == int(v["public"]), v
+    doc = {
+        "about": "grantid public IDs (docs/PUBLIC_IDS.md): Speck64/128 and its cycle walk onto "
+                 "[1, 2^63), computed by the independent Python code of conformance/generate.py. "
+                 "Keys are 32 hex digits in the paper's order (l2, l1, l0, k0); blocks are 16 hex "
+                 "digits, x = high 32 bits; ids and public values are decimal strings; walks = how "
+                 "many times the cipher ran.",
+        "alphabet": ALPHABET,
+        "text_length": TEXT_LEN,
+        "cipher": cipher,
+        "namespaces": namespaces,
+        "text": text,
+        "text_valid": text_valid,
+        "text_invalid": text_invalid,
+        "id_invalid": ["0", str(ID_LIMIT), str((1 << 64) - 1)],
+        "key_valid": [{"hex": paper_key.upper(), "same_as": paper_key}],
+        "key_invalid_hex": ["", "1b1a1918131211100b0a09080302010", "1b1a1918131211100b0a0908030201000",
+                            "1b1a1918131211100b0a09080302010g", "0x1b1a1918131211100b0a09080302010",
+                            " 1b1a1918131211100b0a0908030201", "1b1a1918 131211100b0a0908030201"],
+        "key_invalid_lengths": [0, 8, 15, 17, 32],
+    }
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "public_ids.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -29,5 +29,6 @@ mod functions;
 mod generator;
 mod hot;
 mod options;
+mod public;
 mod source;
 mod url;

@@ -11,6 +11,7 @@ mod errors;
 mod generator;
 mod grant;
 mod layout;
+mod public;
 mod source;
 mod url;
 
@@ -35,6 +36,7 @@ fn _grantid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<clock::PyManualClock>()?;
     m.add_class::<clock::PyMemoryAuthority>()?;
     m.add_class::<generator::PyGenerator>()?;
+    m.add_class::<public::PyPublicIds>()?;
     m.add_function(wrap_pyfunction!(layout::decode, m)?)?;
     m.add_function(wrap_pyfunction!(layout::parse_id, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;

@@ -50,6 +50,10 @@ def main() -> None:
         assert code == "INVALID_ARGUMENT"
     except grantid.GrantIdError:
         raise
+    public = grantid.PublicIds(grantid.PublicIds.generate_key())
+    slug: str = public.encode_str(one)
+    back: int = public.decode_str(slug)
+    assert back == one and public.decode(public.encode("20497")) == 20497
     helper: authorities.PostgresSource = authorities.postgres(lambda: None)
     assert callable(helper.acquire) and authorities.POSTGRES_SQL
 

@@ -20,6 +20,9 @@ pub enum Command {
     /// Sets up or inspects an authority.
     #[command(subcommand)]
     Authority(AuthorityCommand),
+    /// Public IDs: a keyed, reversible permutation of IDs for URLs and APIs.
+    #[command(subcommand)]
+    Public(crate::public::PublicCommand),
 }
 
 #[derive(Debug, Args)]

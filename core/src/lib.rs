@@ -81,6 +81,7 @@ mod grant;
 mod layout;
 mod lease;
 mod memory;
+mod public;
 mod stats;
 mod sync;
 
@@ -99,4 +100,5 @@ pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
 pub use memory::{
     Allocator, FIRST_GRANT_LEAD_MS, MemoryAuthority, NamespaceRecord, WorkerRecord, Workers,
 };
+pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
 pub use stats::Stats;

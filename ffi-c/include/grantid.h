@@ -52,6 +52,12 @@
 // `fork_policy`: a `fork()` child refuses with `GRANTID_CLOSED`.
 #define GRANTID_FORK_CLOSE 1
 
+// Length of a public-ID key in bytes (Speck64/128: 128 bits).
+#define GRANTID_PUBLIC_ID_KEY_LEN 16
+
+// Length of the text form of a public ID: 13 Crockford base32 digits.
+#define GRANTID_PUBLIC_ID_TEXT_LEN 13
+
 // What a call did. Numbers are stable and append-only: `GRANTID_OK` is 0,
 // then one per error kind in the order of DESIGN.md section 4 (the core's
 // `ErrorKind::ALL`), then the two statuses of the C boundary itself.
@@ -103,6 +109,14 @@ typedef uint32_t grantid_status;
 // threads at once, except `grantid_generator_free`, which must be the last
 // call on it.
 typedef struct grantid_generator grantid_generator;
+
+// A keyed, reversible permutation of the IDs ([1, 2^63)) for URLs and
+// APIs. Opaque; made by `grantid_public_ids_new` or
+// `grantid_public_ids_new_hex`, freed by `grantid_public_ids_free`.
+// Thread-safe: every function but `grantid_public_ids_free` may be called
+// on one handle from many threads at once. The key never appears in a
+// message.
+typedef struct grantid_public_ids grantid_public_ids;
 
 // The bit widths, epoch and tick of an ID format (see DESIGN.md section 1):
 // `id = (timestamp << (worker_bits + sequence_bits)) | (worker << sequence_bits) | sequence`.
@@ -483,6 +497,113 @@ grantid_status grantid_parse_id(const char *text,
 // `out` is NULL or points to writable memory for one
 // `grantid_generator_options`.
 grantid_status grantid_generator_options_default(struct grantid_generator_options *out);
+
+// Keys a permutation with `key_len` raw bytes at `key`; `key_len` must be
+// `GRANTID_PUBLIC_ID_KEY_LEN` (16), anything else is
+// `GRANTID_INVALID_ARGUMENT`. The library keeps its own copy (the round
+// keys), wiped when the handle is freed.
+//
+// # Safety
+//
+// `key` is NULL or readable for `key_len` bytes; `out` is NULL or writable
+// for one pointer.
+grantid_status grantid_public_ids_new(const uint8_t *key,
+                                      size_t key_len,
+                                      struct grantid_public_ids **out);
+
+// Keys a permutation with a NUL-terminated string of exactly 32 hex digits
+// (either case; the key bytes left to right). Anything else is
+// `GRANTID_INVALID_ARGUMENT`.
+//
+// # Safety
+//
+// `hex` is NULL or a NUL-terminated string; `out` is NULL or writable for
+// one pointer.
+grantid_status grantid_public_ids_new_hex(const char *hex,
+                                          struct grantid_public_ids **out);
+
+// Frees a handle. NULL is a no-op. Must be the last call on the handle.
+//
+// # Safety
+//
+// `ids` is NULL or a live handle that was not freed before.
+void grantid_public_ids_free(struct grantid_public_ids *ids);
+
+// Writes the public value of `id` (in [1, 2^63)) to `*out_public`. An `id`
+// outside [1, 2^63) is `GRANTID_INVALID_ARGUMENT`.
+//
+// # Safety
+//
+// `ids` is NULL or a live handle; `out_public` is NULL or writable for one
+// `uint64_t`.
+grantid_status grantid_public_ids_encode(const struct grantid_public_ids *ids,
+                                         uint64_t id,
+                                         uint64_t *out_public);
+
+// Writes the ID whose public value is `public_id` to `*out_id`. A value
+// outside [1, 2^63) is `GRANTID_INVALID_ARGUMENT`.
+//
+// # Safety
+//
+// As `grantid_public_ids_encode`.
+grantid_status grantid_public_ids_decode(const struct grantid_public_ids *ids,
+                                         uint64_t public_id,
+                                         uint64_t *out_id);
+
+// Writes the text form of `id`'s public value (13 lower-case Crockford
+// base32 digits and a NUL) to `buf`. `buf_len` below
+// `GRANTID_PUBLIC_ID_TEXT_LEN + 1` or a bad `id` is
+// `GRANTID_INVALID_ARGUMENT`, and nothing is written.
+//
+// # Safety
+//
+// `ids` is NULL or a live handle; `buf` is NULL or writable for `buf_len`
+// bytes.
+grantid_status grantid_public_ids_encode_str(const struct grantid_public_ids *ids,
+                                             uint64_t id,
+                                             char *buf,
+                                             size_t buf_len);
+
+// Writes the ID of a public ID's text form (13 digits, either case) to
+// `*out_id`. Anything else (wrong length, a character outside the
+// alphabet, a value of 0 or >= 2^63) is `GRANTID_INVALID_ARGUMENT`.
+//
+// # Safety
+//
+// `ids` is NULL or a live handle; `text` is NULL or a NUL-terminated
+// string; `out_id` is NULL or writable for one `uint64_t`.
+grantid_status grantid_public_ids_decode_str(const struct grantid_public_ids *ids,
+                                             const char *text,
+                                             uint64_t *out_id);
+
+// The raw Speck64/128 encryption of a 64-bit block (x = the high 32 bits),
+// without the walk: for checking an implementation against the paper's
+// vectors. IDs go through `grantid_public_ids_encode`.
+//
+// # Safety
+//
+// As `grantid_public_ids_encode`.
+grantid_status grantid_public_ids_cipher_encrypt(const struct grantid_public_ids *ids,
+                                                 uint64_t block,
+                                                 uint64_t *out_block);
+
+// The inverse of `grantid_public_ids_cipher_encrypt`.
+//
+// # Safety
+//
+// As `grantid_public_ids_encode`.
+grantid_status grantid_public_ids_cipher_decrypt(const struct grantid_public_ids *ids,
+                                                 uint64_t block,
+                                                 uint64_t *out_block);
+
+// Writes a new random key (from the operating system's generator) to
+// `out_key`, which must hold `GRANTID_PUBLIC_ID_KEY_LEN` bytes. Store it
+// and keep it: another key maps every ID elsewhere.
+//
+// # Safety
+//
+// `out_key` is NULL or writable for 16 bytes.
+grantid_status grantid_public_ids_generate_key(uint8_t *out_key);
 
 // The static message of a status: never NULL, never to be freed. A number
 // that is no status gives `"unknown status"`.

@@ -41,6 +41,7 @@ mod generator;
 mod guard;
 mod layout;
 mod options;
+mod public;
 mod stats;
 mod status;
 
@@ -66,6 +67,13 @@ pub use layout::{
 pub use options::{
     GRANTID_FORK_CLOSE, GRANTID_FORK_REACTIVATE, grantid_generator_options,
     grantid_generator_options_default,
+};
+pub use public::{
+    GRANTID_PUBLIC_ID_KEY_LEN, GRANTID_PUBLIC_ID_TEXT_LEN, grantid_public_ids,
+    grantid_public_ids_cipher_decrypt, grantid_public_ids_cipher_encrypt,
+    grantid_public_ids_decode, grantid_public_ids_decode_str, grantid_public_ids_encode,
+    grantid_public_ids_encode_str, grantid_public_ids_free, grantid_public_ids_generate_key,
+    grantid_public_ids_new, grantid_public_ids_new_hex,
 };
 pub use stats::grantid_generator_stats;
 pub use status::{grantid_status, grantid_status_message};

@@ -7,6 +7,7 @@ import {
   decodeBigInt,
   encode,
   errorCodes,
+  PublicIds,
   type Grant,
   type GrantRequest,
   type LeaseLost,
@@ -56,5 +57,11 @@ export async function main(): Promise<string[]> {
   fromUrl.close()
   // @ts-expect-error: an ID is never a number
   decode(123)
-  return [id, String(big), ...batch, String(ms), String(wide), String(worker), ...codes, encoded]
+  const publicIds = new PublicIds(PublicIds.generateKey())
+  const slug: string = publicIds.encodeStr(id)
+  const back: bigint = publicIds.decodeStrBigInt(slug)
+  const numeric: string = publicIds.encode(back)
+  // @ts-expect-error: an ID is never a number
+  publicIds.encode(5)
+  return [id, slug, numeric, String(big), ...batch, String(ms), String(wide), String(worker), ...codes, encoded]
 }

@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS grantid.grant_log (
 CREATE INDEX IF NOT EXISTS grant_log_worker
     ON grantid.grant_log (namespace, worker, start_tick);
 
--- The allocation rule (DESIGN.md section 2), in one transaction: the caller's
+-- The allocation rule (docs/DESIGN.md section 2), in one transaction: the caller's
 -- statement. Returns one row: status 'granted' (worker, grant_id,
 -- start_tick, end_tick) or 'lost' (message says why).
 -- p_worker NULL asks for any free worker. p_lease_grace is in ticks.

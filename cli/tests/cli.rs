@@ -88,7 +88,7 @@ fn decode_worked(id: &str, extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn decode_worked_vector() {
-    // DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
+    // docs/DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
     let out = decode_worked("20497", &["--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -53,7 +53,7 @@
 #define GRANTID_FORK_CLOSE 1
 
 // What a call did. Numbers are stable and append-only: `GRANTID_OK` is 0,
-// then one per error kind in the order of DESIGN.md section 4 (the core's
+// then one per error kind in the order of docs/DESIGN.md section 4 (the core's
 // `ErrorKind::ALL`), then the two statuses of the C boundary itself.
 //
 // Every function of this library that can fail returns one; a status other
@@ -104,7 +104,7 @@ typedef uint32_t grantid_status;
 // call on it.
 typedef struct grantid_generator grantid_generator;
 
-// The bit widths, epoch and tick of an ID format (see DESIGN.md section 1):
+// The bit widths, epoch and tick of an ID format (see docs/DESIGN.md section 1):
 // `id = (timestamp << (worker_bits + sequence_bits)) | (worker << sequence_bits) | sequence`.
 //
 // Make one with `grantid_layout_default` or `grantid_layout_new`. Every
@@ -123,7 +123,7 @@ typedef struct grantid_layout {
   uint64_t tick_ms;
 } grantid_layout;
 
-// What the generator asks the authority for (DESIGN.md section 2).
+// What the generator asks the authority for (docs/DESIGN.md section 2).
 // Everything it points to is valid only during the callback.
 typedef struct grantid_grant_request {
   // The namespace, NUL-terminated (spelled `namespace_` so the header

@@ -78,7 +78,7 @@ def main():
             "encode_invalid": enc_invalid,
             "decode_invalid": dec_invalid,
         })
-    # The worked example of DESIGN.md, spelled out.
+    # The worked example of docs/DESIGN.md, spelled out.
     worked = {(e["timestamp"], e["worker"], e["sequence"]): e["id"] for e in layouts[0]["encode"]}
     assert worked[(160, 1, 1)] == "20497"
     assert worked[(160, 1, 2)] == "20498"

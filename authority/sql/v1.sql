@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS grantid.grant_log (
 CREATE INDEX IF NOT EXISTS grant_log_worker
     ON grantid.grant_log (namespace, worker, start_tick);
 
--- The allocation rule (DESIGN.md section 2), in one transaction: the caller's
+-- The allocation rule (docs/DESIGN.md section 2), in one transaction: the caller's
 -- statement. Returns one row: status 'granted' (worker, grant_id,
 -- start_tick, end_tick), or 'lost' (someone else holds the worker, or none
 -- is free), 'refused' (can never succeed as asked: another layout, a worker

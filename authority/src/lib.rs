@@ -19,7 +19,7 @@
 //! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
 //! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
 //!
-//! Every backend applies the one allocation rule of DESIGN.md section 2
+//! Every backend applies the one allocation rule of docs/DESIGN.md section 2
 //! (the rule [`grantid::Allocator`] states in Rust):
 //!
 //! * a worker lease (holder incarnation + expiry = grant end + lease grace)

@@ -1,6 +1,6 @@
 'use strict'
 // Shared test helpers: an in-process grant authority written in JS (the
-// allocation rule of DESIGN.md section 2, for tests only) and small waits.
+// allocation rule of docs/DESIGN.md section 2, for tests only) and small waits.
 
 const fs = require('node:fs')
 const path = require('node:path')

@@ -1,12 +1,19 @@
-//! Command-line arguments.
+//! Command-line arguments: the top-level command and the options every
+//! subcommand shares. Each subcommand's own arguments live in its module.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use grantid::{DEFAULT_EPOCH_MS, Error, Layout};
+
+use crate::{authority, completions, decode, next};
 
 /// Unique, roughly time-sorted 63-bit IDs inside durable timestamp grants.
 #[derive(Debug, Parser)]
-#[command(name = "grantid", version, about)]
+#[command(name = "grantid", version, about, after_long_help = crate::exit::HELP)]
 pub struct Cli {
+    /// Print the core's events (grants, renewal trouble, lost leases) to
+    /// standard error; -vv adds trace records.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -14,61 +21,18 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Issues IDs from a generator backed by an authority.
-    Next(NextArgs),
-    /// Shows the fields of an ID (decimal or 0x-prefixed hex).
-    Decode(DecodeArgs),
+    Next(next::NextArgs),
+    /// Shows the fields of IDs (decimal or 0x-prefixed hex; `-` reads them
+    /// from standard input, one per line).
+    Decode(decode::DecodeArgs),
     /// Sets up or inspects an authority.
     #[command(subcommand)]
-    Authority(AuthorityCommand),
+    Authority(authority::AuthorityCommand),
     /// Public IDs: a keyed, reversible permutation of IDs for URLs and APIs.
     #[command(subcommand)]
     Public(crate::public::PublicCommand),
-}
-
-#[derive(Debug, Args)]
-pub struct NextArgs {
-    /// How many IDs.
-    #[arg(short = 'n', long = "count", default_value_t = 1)]
-    pub count: usize,
-    /// The authority URL: file:PATH, postgres://..., redis://..., static:N
-    /// (default: the file authority under $XDG_STATE_HOME/grantid or
-    /// ~/.local/state/grantid).
-    #[arg(long, short = 'a', env = "GRANTID_AUTHORITY")]
-    pub authority: Option<String>,
-    /// The ID format's namespace.
-    #[arg(long, default_value = "default")]
-    pub namespace: String,
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = Format::Dec)]
-    pub format: Format,
-    /// Longest wait for the first grant, in ms.
-    #[arg(long, default_value_t = 10_000)]
-    pub timeout_ms: u64,
-    #[command(flatten)]
-    pub layout: LayoutArgs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// One decimal ID per line.
-    Dec,
-    /// One 0x-prefixed hexadecimal ID per line.
-    Hex,
-    /// One JSON object per line: the ID (as a string) and its fields.
-    Json,
-    /// A table for people: the ID and its decoded fields.
-    Table,
-}
-
-#[derive(Debug, Args)]
-pub struct DecodeArgs {
-    /// The ID: decimal digits or 0x-prefixed hex.
-    pub id: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    #[command(flatten)]
-    pub layout: LayoutArgs,
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 /// The layout (default: 41/10/12 bits, 1 ms ticks, epoch 2026-01-01).
@@ -101,22 +65,4 @@ impl LayoutArgs {
             self.tick_ms,
         )
     }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AuthorityCommand {
-    /// Creates what the authority needs (PostgreSQL schema and function,
-    /// Redis script, the state file). Idempotent.
-    Init {
-        /// The authority URL.
-        url: String,
-    },
-    /// Lists workers: holder, lease expiry, high-water, fencing epoch.
-    Status {
-        /// The authority URL.
-        url: String,
-        /// Only this namespace.
-        #[arg(long)]
-        namespace: Option<String>,
-    },
 }

@@ -88,7 +88,7 @@ fn decode_worked(id: &str, extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn decode_worked_vector() {
-    // DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
+    // docs/DESIGN.md: layout 12/3/4, (160, 1, 1) -> 20497.
     let out = decode_worked("20497", &["--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -111,16 +111,21 @@ fn decode_worked_vector() {
 }
 
 #[test]
-fn junk_is_a_clear_error() {
-    for (args, needle) in [
-        (vec!["decode", "junk"], "is not an ID"),
-        (vec!["decode", "0"], "reserved"),
-        (vec!["decode", "99999999999999999999"], "larger than any ID"),
+fn junk_is_a_clear_error_with_its_kinds_exit_status() {
+    for (args, needle, status) in [
+        (vec!["decode", "junk"], "is not an ID", 17),
+        (vec!["decode", "0"], "reserved", 17),
+        (
+            vec!["decode", "99999999999999999999"],
+            "larger than any ID",
+            17,
+        ),
         (
             vec!["decode", "5", "--timestamp-bits", "60"],
             "more than 63",
+            17,
         ),
-        (vec!["next", "-a", "ftp://x"], "unknown scheme"),
+        (vec!["next", "-a", "ftp://x"], "unknown scheme", 17),
         (
             vec![
                 "next",
@@ -130,11 +135,12 @@ fn junk_is_a_clear_error() {
                 "500",
             ],
             "UNAVAILABLE",
+            13,
         ),
     ] {
         let out = grantid().args(&args).output().unwrap();
-        assert!(!out.status.success(), "{args:?} succeeded");
         let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }

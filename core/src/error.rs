@@ -1,4 +1,4 @@
-//! One error taxonomy for every surface (DESIGN.md section 4).
+//! One error taxonomy for every surface (docs/DESIGN.md section 4).
 
 use std::borrow::Cow;
 use std::fmt;

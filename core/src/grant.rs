@@ -1,4 +1,4 @@
-//! Grants, grant requests, and the authority interface (DESIGN.md section 2).
+//! Grants, grant requests, and the authority interface (docs/DESIGN.md section 2).
 
 use std::fmt;
 use std::sync::Arc;

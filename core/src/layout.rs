@@ -1,4 +1,4 @@
-//! The bit layout of an ID: `timestamp | worker | sequence` (DESIGN.md section 1).
+//! The bit layout of an ID: `timestamp | worker | sequence` (docs/DESIGN.md section 1).
 
 use crate::error::Error;
 

@@ -1,7 +1,7 @@
 //! The allocation rule in Rust, and an in-memory authority built on it.
 //!
 //! [`Allocator`] is the rule every reference authority implements
-//! (DESIGN.md section 2): a worker lease (holder incarnation + expiry) for
+//! (docs/DESIGN.md section 2): a worker lease (holder incarnation + expiry) for
 //! liveness, a high-water mark per worker for safety, `start = max(high_water,
 //! now, not_before)`, `end = start + duration` capped at the timestamp field,
 //! high-water moved to `end` before answering, and a retry of the same

@@ -1,4 +1,4 @@
-//! The `next_id` rules (DESIGN.md section 3) through the public API.
+//! The `next_id` rules (docs/DESIGN.md section 3) through the public API.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The lease manager (DESIGN.md section 3) with a scripted authority.
+//! The lease manager (docs/DESIGN.md section 3) with a scripted authority.
 
 mod common;
 

@@ -25,6 +25,43 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+/* The header's version as a string ("0.1.0"); grantid_version() is the
+ * linked library's. */
+#define GRANTID_STRINGIFY_(x) #x
+#define GRANTID_STRINGIFY(x) GRANTID_STRINGIFY_(x)
+#define GRANTID_VERSION                       \
+  GRANTID_STRINGIFY(GRANTID_VERSION_MAJOR) "." \
+  GRANTID_STRINGIFY(GRANTID_VERSION_MINOR) "." \
+  GRANTID_STRINGIFY(GRANTID_VERSION_PATCH)
+
+/*
+ * grantid_generator_options and grantid_generator_stats grow at their end in
+ * later versions. These macros pass the size the caller was compiled with,
+ * so a program built against this header keeps working with a newer
+ * library, and with an older one as long as it leaves the fields that
+ * library does not know at zero (their default).
+ */
+#define grantid_generator_options_default(out) \
+  grantid_generator_options_init((out), sizeof *(out))
+#define grantid_stats(generator, out) \
+  grantid_stats_sized((generator), (out), sizeof *(out))
+
+
+// The header's major version (`GRANTID_VERSION` is the whole version as a
+// string, made from these three in the header; `grantid_version()` is the
+// linked library's).
+#define GRANTID_VERSION_MAJOR 0
+
+// The header's minor version.
+#define GRANTID_VERSION_MINOR 1
+
+// The header's patch version.
+#define GRANTID_VERSION_PATCH 0
+
+// The header's version as one number, major * 1000000 + minor * 1000 +
+// patch, for `#if GRANTID_VERSION_NUMBER >= 1002000`. Compare with
+// `grantid_version_number()` at run time.
+#define GRANTID_VERSION_NUMBER (((GRANTID_VERSION_MAJOR * 1000000) + (GRANTID_VERSION_MINOR * 1000)) + GRANTID_VERSION_PATCH)
 
 // Size of `grantid_grant.reason`, NUL included.
 #define GRANTID_REASON_LEN 256
@@ -59,7 +96,7 @@
 #define GRANTID_PUBLIC_ID_TEXT_LEN 13
 
 // What a call did. Numbers are stable and append-only: `GRANTID_OK` is 0,
-// then one per error kind in the order of DESIGN.md section 4 (the core's
+// then one per error kind in the order of docs/DESIGN.md section 4 (the core's
 // `ErrorKind::ALL`), then the two statuses of the C boundary itself.
 //
 // Every function of this library that can fail returns one; a status other
@@ -118,7 +155,7 @@ typedef struct grantid_generator grantid_generator;
 // message.
 typedef struct grantid_public_ids grantid_public_ids;
 
-// The bit widths, epoch and tick of an ID format (see DESIGN.md section 1):
+// The bit widths, epoch and tick of an ID format (see docs/DESIGN.md section 1):
 // `id = (timestamp << (worker_bits + sequence_bits)) | (worker << sequence_bits) | sequence`.
 //
 // Make one with `grantid_layout_default` or `grantid_layout_new`. Every
@@ -137,7 +174,7 @@ typedef struct grantid_layout {
   uint64_t tick_ms;
 } grantid_layout;
 
-// What the generator asks the authority for (DESIGN.md section 2).
+// What the generator asks the authority for (docs/DESIGN.md section 2).
 // Everything it points to is valid only during the callback.
 typedef struct grantid_grant_request {
   // The namespace, NUL-terminated (spelled `namespace_` so the header
@@ -213,9 +250,17 @@ typedef void (*grantid_lease_lost_fn)(void *user_data,
 typedef void (*grantid_free_fn)(void *user_data);
 
 // Options of `grantid_generator_new`. Fill it with
-// `grantid_generator_options_default`, then set `namespace_`, `grant`
-// (and `user_data`, ...) and change what you need.
+// `grantid_generator_options_default(&options)` (a macro that passes
+// `sizeof options`), then set `namespace_`, `grant` (and `user_data`, ...)
+// and change what you need.
+//
+// The struct grows at its end in later versions; `struct_size` tells the
+// library which version the caller was compiled with, and a field's zero
+// value always means its default.
 typedef struct grantid_generator_options {
+  // `sizeof(grantid_generator_options)` as the caller compiled it; set by
+  // `grantid_generator_options_default`. Do not change it.
+  size_t struct_size;
   // The ID format's name (`"orders-v1"`), NUL-terminated UTF-8, not empty.
   // Copied by `grantid_generator_new`. Spelled `namespace_` so the header
   // also compiles as C++.
@@ -269,8 +314,13 @@ typedef struct grantid_decoded {
   uint64_t unix_ms;
 } grantid_decoded;
 
-// A snapshot of a generator's counters and lease (`grantid::Stats`).
+// A snapshot of a generator's counters and lease (`grantid::Stats`),
+// written by `grantid_stats(gen, &stats)` (a macro that passes
+// `sizeof stats`). The struct grows at its end in later versions.
 typedef struct grantid_generator_stats {
+  // How many bytes the library wrote: the smaller of the caller's
+  // `sizeof` and the library's own (bytes past the library's are zero).
+  size_t struct_size;
   // IDs handed out.
   uint64_t ids_issued;
   // Calls that had to wait (capacity, clock, start of grant).
@@ -313,6 +363,11 @@ extern "C" {
 // The library's version (`"0.1.0"`): a static string, never NULL.
 const char *grantid_version(void);
 
+// The library's version as one number (`GRANTID_VERSION_NUMBER` of the
+// header it was built with): a program can check at start-up that the
+// library it runs with is at least the one it was compiled against.
+uint32_t grantid_version_number(void);
+
 // Starts a generator whose authority is the `options->grant` callback,
 // blocks until its first valid grant (at most `startup_timeout_ms`), and
 // writes it to `*out`. Without a grant in time: `GRANTID_UNAVAILABLE` (or
@@ -320,8 +375,11 @@ const char *grantid_version(void);
 // reason in `grantid_last_error_message()`.
 //
 // Ownership of `options->user_data`: from the moment this is called with
-// non-NULL `options`, `user_data` belongs to the library, also when the call
-// fails. `options->free_user_data` (if set) is called exactly once, when no
+// non-NULL `options` filled by `grantid_generator_options_default`,
+// `user_data` belongs to the library, also when the call fails. (Options
+// whose `struct_size` is smaller than any version's, such as a zeroed
+// struct, are `GRANTID_INVALID_ARGUMENT` and nothing is taken: the library
+// cannot read such a struct.) `options->free_user_data` (if set) is called exactly once, when no
 // callback can run any more: during `grantid_generator_free`, or before
 // this function returns an error, or, if a grant callback was still blocked
 // at that moment, on the renewal thread once it returns.
@@ -396,14 +454,19 @@ grantid_status grantid_decode(const struct grantid_generator *generator,
 grantid_status grantid_generator_layout(const struct grantid_generator *generator,
                                         struct grantid_layout *out);
 
-// Writes a snapshot of the generator's counters and lease to `*out`.
+// Writes a snapshot of the generator's counters and lease to the caller's
+// `size` bytes at `out` (`out->struct_size` says how many bytes were
+// filled; bytes past this library's struct are zeroed). Call it through
+// the header's `grantid_stats(gen, out)` macro, which passes
+// `sizeof *(out)`.
 //
 // # Safety
 //
-// `generator` is NULL or a live handle; `out` is NULL or points to
-// writable memory for one `grantid_generator_stats`.
-grantid_status grantid_stats(const struct grantid_generator *generator,
-                             struct grantid_generator_stats *out);
+// `generator` is NULL or a live handle; `out` is NULL or points to `size`
+// writable bytes.
+grantid_status grantid_stats_sized(const struct grantid_generator *generator,
+                                   struct grantid_generator_stats *out,
+                                   size_t size);
 
 // Stops issuing (`GRANTID_CLOSED` from then on), stops the generator's
 // threads and releases the worker (the `release` callback, on this
@@ -489,14 +552,18 @@ grantid_status grantid_layout_decode(const struct grantid_layout *layout,
 grantid_status grantid_parse_id(const char *text,
                                 uint64_t *out_id);
 
-// Writes the default options to `*out`: default layout and timings, no
-// namespace, no callbacks, `user_data` NULL.
+// Writes the default options to the caller's `size` bytes at `out`
+// (default layout and timings, no namespace, no callbacks, `user_data`
+// NULL; fields past this library's struct are zeroed) and sets
+// `out->struct_size` to `size`. Call it through the header's
+// `grantid_generator_options_default(out)` macro, which passes
+// `sizeof *(out)`.
 //
 // # Safety
 //
-// `out` is NULL or points to writable memory for one
-// `grantid_generator_options`.
-grantid_status grantid_generator_options_default(struct grantid_generator_options *out);
+// `out` is NULL or points to `size` writable bytes.
+grantid_status grantid_generator_options_init(struct grantid_generator_options *out,
+                                              size_t size);
 
 // Keys a permutation with `key_len` raw bytes at `key`; `key_len` must be
 // `GRANTID_PUBLIC_ID_KEY_LEN` (16), anything else is

@@ -25,7 +25,7 @@ pub const GRANTID_GRANT_LOST: c_int = 1;
 /// backoff. Any value other than the three constants counts as this.
 pub const GRANTID_GRANT_UNAVAILABLE: c_int = 2;
 
-/// What the generator asks the authority for (DESIGN.md section 2).
+/// What the generator asks the authority for (docs/DESIGN.md section 2).
 /// Everything it points to is valid only during the callback.
 #[allow(non_camel_case_types)]
 #[repr(C)]

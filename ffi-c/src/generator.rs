@@ -8,6 +8,7 @@ use crate::callback::{CSource, UserData, lease_lost};
 use crate::guard::{Failure, arg, guard, invalid, out_arg};
 use crate::layout::{grantid_decoded, grantid_layout};
 use crate::options::grantid_generator_options;
+use crate::sized;
 use crate::stats::grantid_generator_stats;
 use crate::status::grantid_status;
 
@@ -30,8 +31,11 @@ pub struct grantid_generator {
 /// reason in `grantid_last_error_message()`.
 ///
 /// Ownership of `options->user_data`: from the moment this is called with
-/// non-NULL `options`, `user_data` belongs to the library, also when the call
-/// fails. `options->free_user_data` (if set) is called exactly once, when no
+/// non-NULL `options` filled by `grantid_generator_options_default`,
+/// `user_data` belongs to the library, also when the call fails. (Options
+/// whose `struct_size` is smaller than any version's, such as a zeroed
+/// struct, are `GRANTID_INVALID_ARGUMENT` and nothing is taken: the library
+/// cannot read such a struct.) `options->free_user_data` (if set) is called exactly once, when no
 /// callback can run any more: during `grantid_generator_free`, or before
 /// this function returns an error, or, if a grant callback was still blocked
 /// at that moment, on the renewal thread once it returns.
@@ -49,8 +53,10 @@ pub unsafe extern "C" fn grantid_generator_new(
 ) -> grantid_status {
     guard(|| {
         // SAFETY: `options` is NULL or valid per the caller's contract.
-        let options = unsafe { arg(options, "options") }?;
+        let (options, known) = unsafe { grantid_generator_options::from_caller(options) }?;
+        let options = &options;
         let make_source = |user| -> Result<Box<dyn GrantSource>, Failure> {
+            known?;
             let grant = options.grant.ok_or(Failure::Null("options.grant"))?;
             Ok(Box::new(CSource {
                 grant,
@@ -84,8 +90,10 @@ pub unsafe extern "C" fn grantid_generator_new_url(
 ) -> grantid_status {
     guard(|| {
         // SAFETY: `options` is NULL or valid per the caller's contract.
-        let options = unsafe { arg(options, "options") }?;
+        let (options, known) = unsafe { grantid_generator_options::from_caller(options) }?;
+        let options = &options;
         let make_source = |_user| -> Result<Box<dyn GrantSource>, Failure> {
+            known?;
             if url.is_null() {
                 return Err(Failure::Null("url"));
             }
@@ -247,23 +255,32 @@ pub unsafe extern "C" fn grantid_generator_layout(
     })
 }
 
-/// Writes a snapshot of the generator's counters and lease to `*out`.
+/// Writes a snapshot of the generator's counters and lease to the caller's
+/// `size` bytes at `out` (`out->struct_size` says how many bytes were
+/// filled; bytes past this library's struct are zeroed). Call it through
+/// the header's `grantid_stats(gen, out)` macro, which passes
+/// `sizeof *(out)`.
 ///
 /// # Safety
 ///
-/// `generator` is NULL or a live handle; `out` is NULL or points to
-/// writable memory for one `grantid_generator_stats`.
+/// `generator` is NULL or a live handle; `out` is NULL or points to `size`
+/// writable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn grantid_stats(
+pub unsafe extern "C" fn grantid_stats_sized(
     generator: *const grantid_generator,
     out: *mut grantid_generator_stats,
+    size: usize,
 ) -> grantid_status {
     guard(|| {
         // SAFETY: `generator` is NULL or live per the caller's contract.
         let generator = unsafe { handle(generator) }?;
         let out = out_arg(out, "out")?;
-        // SAFETY: `out` is non-NULL and writable per the caller's contract.
-        unsafe { out.write(generator.stats().into()) };
+        sized::check_size::<grantid_generator_stats>(size)?;
+        let mut stats = grantid_generator_stats::from(generator.stats());
+        stats.struct_size = size.min(std::mem::size_of::<grantid_generator_stats>());
+        // SAFETY: `out` is non-NULL with `size` writable bytes per the
+        // caller's contract.
+        unsafe { sized::write(out.cast::<u8>(), size, &stats) };
         Ok(())
     })
 }

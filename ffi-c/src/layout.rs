@@ -7,7 +7,7 @@ use grantid::{Decoded, Layout};
 use crate::guard::{Failure, arg, guard, invalid, out_arg};
 use crate::status::grantid_status;
 
-/// The bit widths, epoch and tick of an ID format (see DESIGN.md section 1):
+/// The bit widths, epoch and tick of an ID format (see docs/DESIGN.md section 1):
 /// `id = (timestamp << (worker_bits + sequence_bits)) | (worker << sequence_bits) | sequence`.
 ///
 /// Make one with `grantid_layout_default` or `grantid_layout_new`. Every

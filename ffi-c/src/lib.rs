@@ -42,6 +42,7 @@ mod guard;
 mod layout;
 mod options;
 mod public;
+mod sized;
 mod stats;
 mod status;
 
@@ -57,7 +58,7 @@ pub use generator::grantid_generator_new_url;
 pub use generator::{
     grantid_decode, grantid_generator, grantid_generator_close, grantid_generator_free,
     grantid_generator_layout, grantid_generator_new, grantid_next_id, grantid_next_ids,
-    grantid_stats,
+    grantid_stats_sized,
 };
 pub use guard::grantid_last_error_message;
 pub use layout::{
@@ -66,7 +67,7 @@ pub use layout::{
 };
 pub use options::{
     GRANTID_FORK_CLOSE, GRANTID_FORK_REACTIVATE, grantid_generator_options,
-    grantid_generator_options_default,
+    grantid_generator_options_init,
 };
 pub use public::{
     GRANTID_PUBLIC_ID_KEY_LEN, GRANTID_PUBLIC_ID_TEXT_LEN, grantid_public_ids,
@@ -78,9 +79,68 @@ pub use public::{
 pub use stats::grantid_generator_stats;
 pub use status::{grantid_status, grantid_status_message};
 
+/// The header's major version (`GRANTID_VERSION` is the whole version as a
+/// string, made from these three in the header; `grantid_version()` is the
+/// linked library's).
+pub const GRANTID_VERSION_MAJOR: u32 = 0;
+/// The header's minor version.
+pub const GRANTID_VERSION_MINOR: u32 = 1;
+/// The header's patch version.
+pub const GRANTID_VERSION_PATCH: u32 = 0;
+/// The header's version as one number, major * 1000000 + minor * 1000 +
+/// patch, for `#if GRANTID_VERSION_NUMBER >= 1002000`. Compare with
+/// `grantid_version_number()` at run time.
+pub const GRANTID_VERSION_NUMBER: u32 =
+    GRANTID_VERSION_MAJOR * 1_000_000 + GRANTID_VERSION_MINOR * 1_000 + GRANTID_VERSION_PATCH;
+
 /// The library's version (`"0.1.0"`): a static string, never NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn grantid_version() -> *const c_char {
     const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
     VERSION.as_ptr().cast()
+}
+
+/// The library's version as one number (`GRANTID_VERSION_NUMBER` of the
+/// header it was built with): a program can check at start-up that the
+/// library it runs with is at least the one it was compiled against.
+#[unsafe(no_mangle)]
+pub extern "C" fn grantid_version_number() -> u32 {
+    GRANTID_VERSION_NUMBER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_constants_match_the_package() {
+        let part = |s: &str| s.parse::<u32>().unwrap();
+        assert_eq!(
+            (
+                GRANTID_VERSION_MAJOR,
+                GRANTID_VERSION_MINOR,
+                GRANTID_VERSION_PATCH
+            ),
+            (
+                part(env!("CARGO_PKG_VERSION_MAJOR")),
+                part(env!("CARGO_PKG_VERSION_MINOR")),
+                part(env!("CARGO_PKG_VERSION_PATCH"))
+            )
+        );
+    }
+
+    #[test]
+    fn first_versions_are_this_versions_sizes() {
+        // 0.1.0 is the first version with struct_size. When a field is
+        // appended, these become `<`: FIRST_SIZE never changes.
+        use crate::sized::Growable;
+        assert_eq!(
+            grantid_generator_options::FIRST_SIZE,
+            std::mem::size_of::<grantid_generator_options>()
+        );
+        assert_eq!(
+            grantid_generator_stats::FIRST_SIZE,
+            std::mem::size_of::<grantid_generator_stats>()
+        );
+    }
 }

@@ -10,6 +10,7 @@ use crate::callback::{
 };
 use crate::guard::{Failure, guard, invalid, out_arg};
 use crate::layout::grantid_layout;
+use crate::sized::{self, Growable};
 use crate::status::grantid_status;
 
 /// `fork_policy`: a `fork()` child re-activates on its first call (fresh
@@ -20,12 +21,20 @@ pub const GRANTID_FORK_REACTIVATE: u32 = 0;
 pub const GRANTID_FORK_CLOSE: u32 = 1;
 
 /// Options of `grantid_generator_new`. Fill it with
-/// `grantid_generator_options_default`, then set `namespace_`, `grant`
-/// (and `user_data`, ...) and change what you need.
+/// `grantid_generator_options_default(&options)` (a macro that passes
+/// `sizeof options`), then set `namespace_`, `grant` (and `user_data`, ...)
+/// and change what you need.
+///
+/// The struct grows at its end in later versions; `struct_size` tells the
+/// library which version the caller was compiled with, and a field's zero
+/// value always means its default.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct grantid_generator_options {
+    /// `sizeof(grantid_generator_options)` as the caller compiled it; set by
+    /// `grantid_generator_options_default`. Do not change it.
+    pub struct_size: usize,
     /// The ID format's name (`"orders-v1"`), NUL-terminated UTF-8, not empty.
     /// Copied by `grantid_generator_new`. Spelled `namespace_` so the header
     /// also compiles as C++.
@@ -70,20 +79,19 @@ fn ms(value: u64) -> Duration {
     Duration::from_millis(value)
 }
 
-/// Writes the default options to `*out`: default layout and timings, no
-/// namespace, no callbacks, `user_data` NULL.
-///
-/// # Safety
-///
-/// `out` is NULL or points to writable memory for one
-/// `grantid_generator_options`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn grantid_generator_options_default(
-    out: *mut grantid_generator_options,
-) -> grantid_status {
-    guard(|| {
-        let out = out_arg(out, "out")?;
-        let options = grantid_generator_options {
+impl Growable for grantid_generator_options {
+    /// Version 0.1.0, the first with `struct_size`.
+    const FIRST_SIZE: usize = 160;
+    const NAME: &'static str = "grantid_generator_options";
+    const HOW: &'static str = "fill the struct with grantid_generator_options_default(&options)";
+}
+
+impl Default for grantid_generator_options {
+    /// Default layout and timings, no namespace, no callbacks, `user_data`
+    /// NULL, `struct_size` this version's size.
+    fn default() -> grantid_generator_options {
+        grantid_generator_options {
+            struct_size: std::mem::size_of::<grantid_generator_options>(),
             namespace_: std::ptr::null(),
             layout: Layout::default().into(),
             max_drift_ms: grantid::DEFAULT_MAX_DRIFT_MS,
@@ -101,14 +109,65 @@ pub unsafe extern "C" fn grantid_generator_options_default(
             on_lease_lost: None,
             user_data: std::ptr::null_mut(),
             free_user_data: None,
+        }
+    }
+}
+
+/// Writes the default options to the caller's `size` bytes at `out`
+/// (default layout and timings, no namespace, no callbacks, `user_data`
+/// NULL; fields past this library's struct are zeroed) and sets
+/// `out->struct_size` to `size`. Call it through the header's
+/// `grantid_generator_options_default(out)` macro, which passes
+/// `sizeof *(out)`.
+///
+/// # Safety
+///
+/// `out` is NULL or points to `size` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_generator_options_init(
+    out: *mut grantid_generator_options,
+    size: usize,
+) -> grantid_status {
+    guard(|| {
+        let out = out_arg(out, "out")?;
+        sized::check_size::<grantid_generator_options>(size)?;
+        let options = grantid_generator_options {
+            struct_size: size,
+            ..Default::default()
         };
-        // SAFETY: `out` is non-NULL and writable per the caller's contract.
-        unsafe { out.write(options) };
+        // SAFETY: `out` is non-NULL with `size` writable bytes per the
+        // caller's contract.
+        unsafe { sized::write(out.cast::<u8>(), size, &options) };
         Ok(())
     })
 }
 
 impl grantid_generator_options {
+    /// The caller's options as this library's struct: its `struct_size`
+    /// bytes over the defaults (see `sized.rs`), and whether the caller set
+    /// fields past what this library knows (an error to report once
+    /// `user_data` is owned).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is NULL or points to options filled by
+    /// `grantid_generator_options_init` (`struct_size` readable bytes).
+    pub(crate) unsafe fn from_caller(
+        ptr: *const grantid_generator_options,
+    ) -> Result<(grantid_generator_options, Result<(), Failure>), Failure> {
+        if ptr.is_null() {
+            return Err(Failure::Null("options"));
+        }
+        // SAFETY: non-NULL; every version starts with `struct_size`.
+        let size = unsafe { ptr.cast::<usize>().read_unaligned() };
+        let src = ptr.cast::<u8>();
+        // SAFETY: `size` bytes are readable per the caller's contract.
+        let options = unsafe { sized::read(src, size, grantid_generator_options::default()) }?;
+        // SAFETY: as above.
+        let known = unsafe { sized::check_tail::<grantid_generator_options>(src, size) };
+        Ok((options, known))
+    }
+
     /// The namespace as a string.
     ///
     /// # Safety

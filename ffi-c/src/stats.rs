@@ -2,11 +2,26 @@
 
 use grantid::Stats;
 
-/// A snapshot of a generator's counters and lease (`grantid::Stats`).
+use crate::sized::Growable;
+
+impl Growable for grantid_generator_stats {
+    /// Version 0.1.0, the first with `struct_size`.
+    const FIRST_SIZE: usize = 128;
+    const NAME: &'static str = "grantid_generator_stats";
+    const HOW: &'static str =
+        "call the grantid_stats(generator, &stats) macro, which passes sizeof stats";
+}
+
+/// A snapshot of a generator's counters and lease (`grantid::Stats`),
+/// written by `grantid_stats(gen, &stats)` (a macro that passes
+/// `sizeof stats`). The struct grows at its end in later versions.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct grantid_generator_stats {
+    /// How many bytes the library wrote: the smaller of the caller's
+    /// `sizeof` and the library's own (bytes past the library's are zero).
+    pub struct_size: usize,
     /// IDs handed out.
     pub ids_issued: u64,
     /// Calls that had to wait (capacity, clock, start of grant).
@@ -62,6 +77,7 @@ impl From<Stats> for grantid_generator_stats {
             fork_reactivations,
         } = s;
         grantid_generator_stats {
+            struct_size: std::mem::size_of::<grantid_generator_stats>(),
             ids_issued,
             waits,
             clock_rollbacks,

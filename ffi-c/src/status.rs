@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use grantid::ErrorKind;
 
 /// What a call did. Numbers are stable and append-only: `GRANTID_OK` is 0,
-/// then one per error kind in the order of DESIGN.md section 4 (the core's
+/// then one per error kind in the order of docs/DESIGN.md section 4 (the core's
 /// `ErrorKind::ALL`), then the two statuses of the C boundary itself.
 ///
 /// Every function of this library that can fail returns one; a status other

@@ -89,7 +89,7 @@ static void test_null_arguments(void) {
     CHECK_STATUS(grantid_layout_decode(&l, 1, NULL), GRANTID_NULL_ARGUMENT);
     CHECK_STATUS(grantid_parse_id(NULL, &id), GRANTID_NULL_ARGUMENT);
     CHECK_STATUS(grantid_parse_id("1", NULL), GRANTID_NULL_ARGUMENT);
-    CHECK_STATUS(grantid_generator_options_default(NULL), GRANTID_NULL_ARGUMENT);
+    CHECK_STATUS(grantid_generator_options_init(NULL, sizeof(grantid_generator_options)), GRANTID_NULL_ARGUMENT);
 
     test_authority *a = test_authority_new(AUTH_NORMAL);
     grantid_generator_options o;
@@ -128,7 +128,7 @@ static void test_null_arguments(void) {
     CHECK_STATUS(grantid_generator_layout(NULL, &l), GRANTID_NULL_ARGUMENT);
     CHECK_STATUS(grantid_generator_layout(gen, NULL), GRANTID_NULL_ARGUMENT);
     CHECK_STATUS(grantid_stats(NULL, &st), GRANTID_NULL_ARGUMENT);
-    CHECK_STATUS(grantid_stats(gen, NULL), GRANTID_NULL_ARGUMENT);
+    CHECK_STATUS(grantid_stats_sized(gen, NULL, sizeof st), GRANTID_NULL_ARGUMENT);
     CHECK_STATUS(grantid_generator_close(NULL), GRANTID_NULL_ARGUMENT);
     grantid_generator_free(NULL); /* a no-op */
 

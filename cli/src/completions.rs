@@ -1,0 +1,28 @@
+//! `grantid completions SHELL`: a completion script from the command's own
+//! definition (clap_complete).
+
+use std::io::Write;
+
+use clap::{Args, CommandFactory};
+use clap_complete::Shell;
+
+use crate::args::Cli;
+use crate::exit::Failure;
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: Shell,
+}
+
+pub fn run(a: CompletionsArgs) -> Result<(), Failure> {
+    // clap_complete panics when its writer fails; render into memory and
+    // write here, so a closed pipe ends quietly like every other command.
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut Cli::command(), "grantid", &mut script);
+    let mut out = output::stdout();
+    out.write_all(&script)?;
+    out.flush()?;
+    Ok(())
+}

@@ -20,6 +20,8 @@ pub enum Command {
     /// Sets up or inspects an authority.
     #[command(subcommand)]
     Authority(AuthorityCommand),
+    /// Serves IDs and grants over gRPC until SIGTERM/SIGINT (docs/SERVICE.md).
+    Serve(crate::serve::ServeArgs),
 }
 
 #[derive(Debug, Args)]

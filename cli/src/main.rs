@@ -2,6 +2,7 @@
 //! authorities. See `grantid --help`.
 
 mod args;
+mod serve;
 mod time;
 
 use std::io::{BufWriter, Write};
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         Command::Authority(AuthorityCommand::Status { url, namespace }) => {
             status(&url, namespace.as_deref())
         }
+        Command::Serve(a) => serve::serve(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

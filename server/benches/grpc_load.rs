@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! cargo bench -p grantid-server --bench grpc_load
-//! GRANTID_BENCH_SECS=2 cargo bench -p grantid-server --bench grpc_load
+//! GRANTID_BENCH_SECS=2 GRANTID_BENCH_PARTS=unary,batch,grants cargo bench -p grantid-server --bench grpc_load
 //! ```
+//!
+//! `GRANTID_BENCH_SERVER_THREADS` and `GRANTID_BENCH_CLIENT_THREADS` set the
+//! worker threads of the two runtimes (default: one per CPU, and 2).
 //!
 //! The server runs on its own tokio runtime (one worker per CPU), the
 //! clients on another (two workers), so client and server compete for the
@@ -43,6 +46,10 @@ fn secs() -> Duration {
     Duration::from_secs_f64(s)
 }
 
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 10_000_000, 3).expect("valid histogram bounds")
 }
@@ -50,7 +57,11 @@ fn histogram() -> Histogram<u64> {
 /// Starts a server on a free port; returns its address and the runtime
 /// that runs it (dropping the runtime stops it).
 fn start_server(dir: &std::path::Path) -> (SocketAddr, tokio::runtime::Runtime) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = env_usize("GRANTID_BENCH_SERVER_THREADS") {
+        rt.worker_threads(n);
+    }
+    let rt = rt
         .enable_all()
         .thread_name("bench-server")
         .build()
@@ -275,7 +286,7 @@ fn main() {
 
     let (addr, server_rt) = start_server(&dir);
     let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(env_usize("GRANTID_BENCH_CLIENT_THREADS").unwrap_or(2))
         .enable_all()
         .thread_name("bench-client")
         .build()
@@ -284,14 +295,26 @@ fn main() {
 
     println!("| call | calls/s | IDs/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | errors |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (clients, conns) in [(1, 1), (16, 16), (16, 1), (64, 64), (64, 4)] {
+    let parts =
+        std::env::var("GRANTID_BENCH_PARTS").unwrap_or_else(|_| "unary,batch,grants".into());
+    let unary: &[(usize, usize)] = if parts.contains("unary") {
+        &[(1, 1), (16, 16), (16, 1), (64, 64), (64, 4)]
+    } else {
+        &[]
+    };
+    for &(clients, conns) in unary {
         let r = client_rt.block_on(load(addr, clients, conns, 0, run));
         row(
             &format!("GenerateId, {clients} clients, {conns} connections"),
             &r,
         );
     }
-    for clients in [1, 4] {
+    let batch: &[usize] = if parts.contains("batch") {
+        &[1, 4]
+    } else {
+        &[]
+    };
+    for &clients in batch {
         let r = client_rt.block_on(load(addr, clients, clients, 1000, run));
         row(
             &format!("GenerateIdBatch(1000), {clients} clients, {clients} connections"),
@@ -307,7 +330,12 @@ fn main() {
         grantid_authority::from_url(&format!("file:{}", dir.join("state.json").display()))
             .expect("file authority"),
     );
-    for threads in [1, 8] {
+    let grants: &[usize] = if parts.contains("grants") {
+        &[1, 8]
+    } else {
+        &[]
+    };
+    for &threads in grants {
         let (rate, failed) = renewals(Arc::clone(&grpc), threads, run, "bench-grpc");
         println!("| grpc:// (server -> file authority) | {threads} | {rate:.0} | {failed} |");
         let (rate, failed) = renewals(Arc::clone(&file), threads, run, "bench-file");

@@ -312,7 +312,8 @@ fn reflection() -> tonic_reflection::server::Builder<'static> {
 }
 
 /// Starts the server's generator, retrying until it holds a grant. A
-/// configuration the generator refuses (`InvalidArgument`) stops the server.
+/// configuration the generator refuses (`InvalidArgument`) or a used-up
+/// timestamp field (`GrantExhausted`) stops the server: no retry can help.
 async fn start_generator(
     state: Arc<State>,
     authority: Arc<dyn GrantSource>,
@@ -349,7 +350,10 @@ async fn start_generator(
             Ok(Ok(Err(e))) => e,
             _ => Error::new(ErrorKind::Unavailable, "the generator start panicked"),
         };
-        if error.kind() == ErrorKind::InvalidArgument {
+        if matches!(
+            error.kind(),
+            ErrorKind::InvalidArgument | ErrorKind::GrantExhausted
+        ) {
             log::error!(target: "grantid_server", "event=generator_refused error={error}");
             let _ = fatal.send(error);
             return;

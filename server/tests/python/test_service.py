@@ -371,6 +371,17 @@ class ShutdownTest(unittest.TestCase):
         self.assertEqual(server.stop(signal.SIGINT), 0)
         self.assertIn("event=signal signal=SIGINT", server.text())
 
+    def test_a_used_up_timestamp_field_stops_the_server(self):
+        # 10 timestamp bits of 1 ms from 1970: used up long ago. No retry
+        # can help, so the server exits 1 saying why.
+        d = tempfile.mkdtemp()
+        proc = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{free_port()}",
+                               "--authority", f"file:{d}/state.json",
+                               "--timestamp-bits", "10", "--epoch-ms", "1"],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("GRANT_EXHAUSTED", proc.stderr)
+
     def test_not_serving_while_the_authority_is_unusable(self):
         # A file authority whose directory cannot be created: no grant, so
         # health stays NOT_SERVING and calls are UNAVAILABLE with the reason.

@@ -245,3 +245,49 @@ fn ids_stop_at_the_grant_end_while_the_server_is_down() {
     srv.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_command_takes_a_grpc_authority() {
+    let dir = scratch("cli");
+    let port = free_port();
+    let mut srv = server(port, &dir.join("state.json"));
+    let url = format!("grpc://127.0.0.1:{port}");
+    let out = Command::new(BIN)
+        .args(["next", "-n", "5", "--authority", &url, "--namespace", "cli"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5);
+    assert_unique(&mut ids);
+    // Status is read from the server's own authority, not through it.
+    let out = Command::new(BIN)
+        .args(["authority", "status", &url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server's own authority URL"));
+    srv.kill().unwrap();
+    srv.wait().unwrap();
+    // With the server gone: UNAVAILABLE within the start-up timeout.
+    let out = Command::new(BIN)
+        .args(["next", "--authority", &format!("{url}?timeout_ms=200")])
+        .args(["--namespace", "cli", "--timeout-ms", "500"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("UNAVAILABLE") && err.contains("grpc://"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -54,6 +54,12 @@ fn server(port: u16, state: &Path) -> Child {
     child
 }
 
+/// Stops the server and removes the test's directory.
+fn finish(mut srv: Child, dir: &Path) {
+    kill_9(&mut srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn kill_9(child: &mut Child) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -150,7 +156,7 @@ fn a_fleet_keeps_unique_ids_across_kill_9_and_restart() {
     // Down for 1.5 s: inside the generators' 5 s horizon, so they keep
     // issuing from committed grants and renew after the restart.
     std::thread::sleep(Duration::from_millis(1_500));
-    let mut srv = server(port, &state);
+    let srv = server(port, &state);
 
     let mut all = Vec::new();
     for (mut child, out) in clients {
@@ -177,9 +183,7 @@ fn a_fleet_keeps_unique_ids_across_kill_9_and_restart() {
         .collect();
     assert!(workers.len() >= 4, "workers used: {workers:?}");
 
-    srv.kill().unwrap();
-    srv.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(srv, &dir);
 }
 
 #[test]
@@ -226,7 +230,7 @@ fn ids_stop_at_the_grant_end_while_the_server_is_down() {
         ErrorKind::Unavailable
     );
 
-    let mut srv = server(port, &state);
+    let srv = server(port, &state);
     let deadline = Instant::now() + Duration::from_secs(10);
     let resumed = loop {
         if let Ok(id) = generator.next_id() {
@@ -241,9 +245,7 @@ fn ids_stop_at_the_grant_end_while_the_server_is_down() {
     ids.extend(generator.next_ids(1_000).unwrap());
     assert_unique(&mut ids);
     generator.close();
-    srv.kill().unwrap();
-    srv.wait().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    finish(srv, &dir);
 }
 
 #[test]
@@ -275,8 +277,7 @@ fn the_command_takes_a_grpc_authority() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("server's own authority URL"));
-    srv.kill().unwrap();
-    srv.wait().unwrap();
+    kill_9(&mut srv);
     // With the server gone: UNAVAILABLE within the start-up timeout.
     let out = Command::new(BIN)
         .args(["next", "--authority", &format!("{url}?timeout_ms=200")])

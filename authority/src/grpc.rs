@@ -17,7 +17,6 @@
 //!   tokio runtime that runs only inside a call): a `fork()` child connects
 //!   afresh.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use grantid::{Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
@@ -56,10 +55,9 @@ pub struct GrpcAuthority {
     addr: String,
     endpoint: Endpoint,
     options: Options,
+    /// This process's connection; its lock is held for the whole call, so
+    /// the calls of one process run one at a time.
     conn: ForkLocal<Option<Conn>>,
-    /// Serialises calls of this process (the slot's own lock is held only
-    /// to connect).
-    calls: Mutex<()>,
 }
 
 impl std::fmt::Debug for GrpcAuthority {
@@ -96,7 +94,6 @@ impl GrpcAuthority {
             endpoint,
             options,
             conn: ForkLocal::new(),
-            calls: Mutex::new(()),
         })
     }
 
@@ -140,7 +137,6 @@ impl GrpcAuthority {
         &self,
         work: impl FnOnce(&Runtime, GrantServiceClient<Channel>) -> Result<T, GrantError>,
     ) -> Result<T, GrantError> {
-        let _one_at_a_time = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let slot = self.conn.get();
         let mut conn = slot.lock();
         if conn.is_none() {

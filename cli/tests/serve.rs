@@ -292,3 +292,58 @@ fn the_command_takes_a_grpc_authority() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn grant_request(incarnation: u64, worker: Option<u32>, not_before: u64) -> grantid::GrantRequest {
+    grantid::GrantRequest {
+        namespace: "fork".into(),
+        incarnation,
+        request_id: 1,
+        worker,
+        not_before,
+        now: 0,
+        duration: 10,
+        layout: fleet_layout(),
+    }
+}
+
+#[test]
+fn a_fork_child_uses_its_own_connection() {
+    let dir = scratch("fork");
+    let port = free_port();
+    let srv = server(port, &dir.join("state.json"));
+    let source = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}")).unwrap();
+    // The parent's connection is open before the fork.
+    let g = source.acquire(&grant_request(1, None, 0)).unwrap();
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only uses the source (connecting afresh), writes one
+    // byte and calls _exit; it never returns into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = source.acquire(&grant_request(77, None, 0)).is_ok();
+        let b = [u8::from(ok)];
+        // SAFETY: writes one byte from a valid buffer, then exits.
+        unsafe {
+            libc::write(fds[1], b.as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into a valid buffer; waits for our own child.
+    unsafe {
+        libc::close(fds[1]);
+        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    assert_eq!(b[0], 1, "the child got no grant");
+    // The parent's connection still works after the child exited.
+    let mut renewal = grant_request(1, Some(g.worker), g.end);
+    renewal.request_id = 2;
+    let g2 = source.acquire(&renewal).unwrap();
+    assert!(g2.start >= g.end);
+    finish(srv, &dir);
+}

@@ -60,6 +60,10 @@ pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 /// Default bound on the calls in flight when a drain starts.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// TCP keepalive of accepted connections: a peer that vanished without a
+/// FIN (a crashed host, a dropped NAT entry) is noticed and its connection
+/// closed.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
 /// How often health and the generator gauges are refreshed.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// Pause between attempts to start the generator (authority uncertain or no
@@ -266,7 +270,9 @@ pub async fn run(
     let reflection_v1 = reflection().build_v1().map_err(reflection_error)?;
     let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_error)?;
 
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(TCP_KEEPALIVE));
     let router = Server::builder()
         .add_service(health)
         .add_service(reflection_v1)

@@ -18,6 +18,7 @@
 //! | `postgres://...` | one PL/pgSQL function ([`PgAuthority`]) | a fleet |
 //! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
 //! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
+//! | `grpc://HOST:PORT` | a grantid server's GrantService (`GrpcAuthority`, feature `grpc`) | a fleet, through a few servers (docs/SERVICE.md) |
 //!
 //! Every backend applies the one allocation rule of docs/DESIGN.md section 2
 //! (the rule [`grantid::Allocator`] states in Rust):
@@ -58,6 +59,8 @@ mod url;
 
 #[cfg(feature = "file")]
 mod file;
+#[cfg(feature = "grpc")]
+mod grpc;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(feature = "redis")]
@@ -67,6 +70,8 @@ mod static_worker;
 
 #[cfg(feature = "file")]
 pub use file::FileAuthority;
+#[cfg(feature = "grpc")]
+pub use grpc::GrpcAuthority;
 #[cfg(feature = "postgres")]
 pub use pg::{PgAuthority, SQL_V1};
 #[cfg(feature = "redis")]
@@ -116,6 +121,8 @@ pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
         Target::Postgres(u) => Ok(Box::new(PgAuthority::new(&u, options)?)),
         #[cfg(feature = "redis")]
         Target::Redis(u) => Ok(Box::new(RedisAuthority::new(&u, options)?)),
+        #[cfg(feature = "grpc")]
+        Target::Grpc(addr) => Ok(Box::new(GrpcAuthority::new(&addr, options)?)),
         #[allow(unreachable_patterns)]
         other => Err(Error::new(
             grantid::ErrorKind::InvalidArgument,

@@ -35,6 +35,8 @@ pub enum Target {
     Postgres(String),
     /// A `redis://` or `rediss://` URL (without grantid's options).
     Redis(String),
+    /// `grpc://HOST:PORT`: a grantid server's GrantService.
+    Grpc(String),
 }
 
 /// Options common to every backend, from the URL's query.
@@ -275,6 +277,15 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
                 }
             }
             Target::Redis(kept)
+        }
+        "grpc" => {
+            let addr = rest.strip_prefix("//").unwrap_or_default();
+            let (addr, query) = split_query(addr);
+            take_options(url, query, &mut options, &[])?;
+            if addr.is_empty() {
+                return Err(invalid(url, "expected grpc://HOST:PORT"));
+            }
+            Target::Grpc(addr.to_owned())
         }
         other => {
             return Err(invalid(

@@ -33,6 +33,8 @@ pub enum Command {
     Public(crate::public::PublicCommand),
     /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Serves IDs and grants over gRPC until SIGTERM/SIGINT (docs/SERVICE.md).
+    Serve(crate::serve::ServeArgs),
 }
 
 /// The layout (default: 41/10/12 bits, 1 ms ticks, epoch 2026-01-01).

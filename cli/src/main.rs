@@ -13,6 +13,7 @@ mod exit;
 mod next;
 mod output;
 mod public;
+mod serve;
 mod time;
 mod verbose;
 
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Command::Authority(a) => authority::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Public(c) => public::run(c).map_err(exit::Failure::from),
+        Command::Serve(a) => serve::serve(a).map_err(exit::Failure::from),
     };
     exit::report(result)
 }

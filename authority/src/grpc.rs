@@ -1,0 +1,312 @@
+//! The gRPC authority, `grpc://HOST:PORT[?timeout_ms=N]`: grants from a
+//! grantid server (`grantid serve`, docs/SERVICE.md) through its
+//! `grantid.v1.GrantService`. The server forwards each request to its own
+//! authority, so a fleet of embedded generators shares the server's few
+//! database connections and still gets the one allocation rule.
+//!
+//! * A server that cannot be reached, answers with an error status, or does
+//!   not answer within `timeout_ms` (default 3 s) is **unavailable**
+//!   (uncertain): the generator keeps issuing inside its committed grants
+//!   and retries. It is never taken as a refusal, and never as a grant.
+//! * Inside one call, a failed connection is retried with the **same**
+//!   (incarnation, request_id) until `timeout_ms`: the server's authority
+//!   answers a repeated request with the grant it recorded, never a second
+//!   one.
+//! * A **lost** answer passes the server's authority's refusal through.
+//! * Each process has its own connection (and its own small single-threaded
+//!   tokio runtime that runs only inside a call): a `fork()` child connects
+//!   afresh.
+
+use std::time::{Duration, Instant};
+
+use grantid::{Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
+use grantid_proto::v1::acquire_response::Answer;
+use grantid_proto::v1::grant_service_client::GrantServiceClient;
+use grantid_proto::v1::{AcquireRequest, ReleaseRequest};
+use tokio::runtime::Runtime;
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::forklocal::ForkLocal;
+use crate::url::Options;
+use crate::{Authority, WorkerStatus};
+
+/// Pause between attempts inside one call when the server cannot be
+/// reached (the call's `timeout_ms` bounds the whole).
+const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
+
+/// One process's connection.
+struct Conn {
+    runtime: Option<Runtime>,
+    client: GrantServiceClient<Channel>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // Never blocks, so a drop inside another runtime is fine.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The gRPC authority. See the module docs.
+pub struct GrpcAuthority {
+    addr: String,
+    endpoint: Endpoint,
+    options: Options,
+    /// This process's connection; its lock is held for the whole call, so
+    /// the calls of one process run one at a time.
+    conn: ForkLocal<Option<Conn>>,
+}
+
+impl std::fmt::Debug for GrpcAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcAuthority")
+            .field("addr", &self.addr)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcAuthority {
+    /// A client of the server at `addr` (`HOST:PORT`). Does not connect.
+    pub fn new(addr: &str, options: Options) -> Result<GrpcAuthority, Error> {
+        let bad = |why: String| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("authority URL \"grpc://{addr}\": {why}"),
+            )
+        };
+        let has_port = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !has_port {
+            return Err(bad("expected grpc://HOST:PORT".into()));
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(options.timeout)
+            .timeout(options.timeout)
+            .tcp_nodelay(true);
+        Ok(GrpcAuthority {
+            addr: addr.to_owned(),
+            endpoint,
+            options,
+            conn: ForkLocal::new(),
+        })
+    }
+
+    fn unavailable(&self, why: impl std::fmt::Display) -> GrantError {
+        GrantError::Unavailable(format!("grpc://{}: {why}", self.addr))
+    }
+
+    fn connect(&self) -> Result<Conn, GrantError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| self.unavailable(format!("cannot start a tokio runtime: {e}")))?;
+        let channel = {
+            let _entered = runtime.enter();
+            self.endpoint.connect_lazy()
+        };
+        Ok(Conn {
+            runtime: Some(runtime),
+            client: GrantServiceClient::new(channel),
+        })
+    }
+
+    /// Runs `work` on this process's connection. Inside a tokio runtime
+    /// (a caller's async context, a `spawn_blocking` thread) a runtime of
+    /// our own cannot block, so the call then runs on a scoped thread.
+    fn run<T: Send>(
+        &self,
+        work: impl FnOnce(&Runtime, GrantServiceClient<Channel>) -> Result<T, GrantError> + Send,
+    ) -> Result<T, GrantError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.run_here(work);
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| self.run_here(work))
+                .join()
+                .unwrap_or_else(|_| Err(self.unavailable("the call panicked")))
+        })
+    }
+
+    fn run_here<T>(
+        &self,
+        work: impl FnOnce(&Runtime, GrantServiceClient<Channel>) -> Result<T, GrantError>,
+    ) -> Result<T, GrantError> {
+        let slot = self.conn.get();
+        let mut conn = slot.lock();
+        if conn.is_none() {
+            *conn = Some(self.connect()?);
+        }
+        match conn.as_ref() {
+            Some(Conn {
+                runtime: Some(rt),
+                client,
+            }) => work(rt, client.clone()),
+            _ => Err(self.unavailable("no connection")),
+        }
+    }
+}
+
+impl GrantSource for GrpcAuthority {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let wire = AcquireRequest {
+            request: Some(request.into()),
+        };
+        let timeout = self.options.timeout;
+        self.run(|rt, mut client| {
+            rt.block_on(async {
+                let deadline = Instant::now() + timeout;
+                loop {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let status = match tokio::time::timeout(left, client.acquire(wire.clone()))
+                        .await
+                    {
+                        Err(_) => {
+                            return Err(self.unavailable(format!("no answer within {timeout:?}")));
+                        }
+                        Ok(Ok(response)) => {
+                            return match response.into_inner().answer {
+                                Some(Answer::Granted(g)) => Ok(grantid_proto::grant_from_proto(&g)),
+                                Some(Answer::Lost(why)) => {
+                                    Err(GrantError::Lost(format!("grpc://{}: {why}", self.addr)))
+                                }
+                                Some(Answer::Unavailable(why)) => Err(self.unavailable(why)),
+                                None => Err(GrantError::Invalid(format!(
+                                    "grpc://{}: the answer holds no outcome",
+                                    self.addr
+                                ))),
+                            };
+                        }
+                        Ok(Err(status)) => status,
+                    };
+                    let why = format!("{:?}: {}", status.code(), status.message());
+                    // Only a transport failure is tried again (same request
+                    // id: the server answers a repeat with the recorded grant).
+                    let pause =
+                        RECONNECT_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
+                    if status.code() != Code::Unavailable || pause.is_zero() {
+                        return Err(self.unavailable(why));
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+            })
+        })
+    }
+
+    fn release(&self, last: &Grant) {
+        let wire = ReleaseRequest {
+            grant: Some(last.into()),
+        };
+        let timeout = self.options.timeout;
+        let answer = self.run(|rt, mut client| {
+            rt.block_on(async {
+                match tokio::time::timeout(timeout, client.release(wire)).await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(status)) => Err(self.unavailable(status.message())),
+                    Err(_) => Err(self.unavailable(format!("no answer within {timeout:?}"))),
+                }
+            })
+        });
+        if let Err(e) = answer {
+            // Best effort: the lease then ends by expiry.
+            log::warn!(target: "grantid", "event=release_failed worker={} error={e}", last.worker);
+        }
+    }
+}
+
+impl Authority for GrpcAuthority {
+    fn init(&self) -> Result<String, Error> {
+        Ok(format!(
+            "grpc://{}: nothing to set up from here; the server's own authority is set up where the server runs",
+            self.addr
+        ))
+    }
+
+    fn status(&self, _namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "grpc://{}: worker status is read from the server's own authority URL",
+                self.addr
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::url::{Target, parse};
+
+    #[test]
+    fn urls() {
+        let u = parse("grpc://ids.internal:50051?timeout_ms=250").unwrap();
+        assert_eq!(u.target, Target::Grpc("ids.internal:50051".into()));
+        assert_eq!(u.options.timeout, Duration::from_millis(250));
+        for (url, needle) in [
+            ("grpc:", "grpc://HOST:PORT"),
+            ("grpc://", "grpc://HOST:PORT"),
+            ("grpc://h:1?bogus=2", "unknown option"),
+        ] {
+            let e = parse(url).unwrap_err();
+            assert!(e.message().contains(needle), "{url}: {e}");
+        }
+        for addr in ["h", "h:", ":50051", "h:99999", "h:x"] {
+            let e = GrpcAuthority::new(addr, Options::default()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{addr}");
+        }
+    }
+
+    fn request() -> GrantRequest {
+        GrantRequest {
+            namespace: "ns".into(),
+            incarnation: 1,
+            request_id: 1,
+            worker: None,
+            not_before: 0,
+            now: 0,
+            duration: 10,
+            layout: grantid::Layout::default(),
+        }
+    }
+
+    #[test]
+    fn a_server_that_is_down_is_uncertain_within_the_timeout() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let options = Options {
+            timeout: Duration::from_millis(300),
+            ..Options::default()
+        };
+        let a = GrpcAuthority::new(&format!("127.0.0.1:{port}"), options).unwrap();
+        let t0 = Instant::now();
+        match a.acquire(&request()) {
+            Err(GrantError::Unavailable(why)) => assert!(why.contains("grpc://"), "{why}"),
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        // From inside a tokio runtime too (a thread of our own runs it).
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let inside = rt.block_on(async { a.acquire(&request()) });
+        assert!(matches!(inside, Err(GrantError::Unavailable(_))));
+        a.release(&Grant {
+            namespace: "ns".into(),
+            worker: 0,
+            incarnation: 1,
+            grant_id: 1,
+            start: 0,
+            end: 1,
+        });
+    }
+}

@@ -1,0 +1,72 @@
+//! `grantid serve`: the ID service over gRPC (docs/SERVICE.md).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use grantid::{Error, ErrorKind};
+
+use crate::args::LayoutArgs;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen for gRPC (HOST:PORT; port 0 picks a free one, shown
+    /// in the `event=listening` log line).
+    #[arg(long, default_value = grantid_server::DEFAULT_LISTEN)]
+    pub listen: String,
+    /// The server's authority URL, for its own worker and for the grants
+    /// it hands out (default: the file authority, as for `grantid next`).
+    #[arg(long, short = 'a', env = "GRANTID_AUTHORITY")]
+    pub authority: Option<String>,
+    /// The namespace of the IDs the server issues.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Serve Prometheus metrics at http://ADDR/metrics (off by default).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// On SIGTERM/SIGINT, how long health says NOT_SERVING before the
+    /// listener closes, in ms.
+    #[arg(long, default_value_t = 0)]
+    pub drain_delay_ms: u64,
+    /// Longest wait for calls in flight once the listener is closed, in ms.
+    #[arg(long, default_value_t = 5_000)]
+    pub drain_timeout_ms: u64,
+    /// Longest one start-up attempt waits for the first grant, in ms (the
+    /// server keeps trying, NOT_SERVING meanwhile).
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+}
+
+fn address(flag: &str, text: &str) -> Result<SocketAddr, Error> {
+    text.parse().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("--{flag} {text:?}: not an IP:PORT address ({e})"),
+        )
+    })
+}
+
+pub fn serve(a: ServeArgs) -> Result<(), Error> {
+    // Log lines on stderr: GRANTID_LOG=debug for more, =warn for less.
+    let _ = env_logger::Builder::from_env(env_logger::Env::new().filter_or("GRANTID_LOG", "info"))
+        .try_init();
+    let mut config = grantid_server::Config::new(
+        address("listen", &a.listen)?,
+        a.authority
+            .as_deref()
+            .unwrap_or(grantid_authority::DEFAULT_URL),
+        &a.namespace,
+    );
+    config.layout = a.layout.layout()?;
+    config.metrics = a
+        .metrics
+        .as_deref()
+        .map(|m| address("metrics", m))
+        .transpose()?;
+    config.drain_delay = Duration::from_millis(a.drain_delay_ms);
+    config.drain_timeout = Duration::from_millis(a.drain_timeout_ms);
+    config.startup_timeout = Duration::from_millis(a.timeout_ms);
+    grantid_server::serve(config)
+}

@@ -1,0 +1,349 @@
+//! `grantid serve` as the authority of a fleet (`grpc://`): embedded
+//! generators in several processes (this test binary, re-run) and in this
+//! one get
+//! their grants from a server that is killed with -9 and restarted. No ID
+//! repeats; while the server is down, IDs stop at the end of the committed
+//! grants.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use grantid::{ErrorKind, Generator, Layout};
+
+const BIN: &str = env!("CARGO_BIN_EXE_grantid");
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "grantid-serve-{name}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `grantid serve` on `port` with a file authority at `state`, and
+/// waits until it accepts connections.
+fn server(port: u16, state: &Path) -> Child {
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--authority", &format!("file:{}", state.display())])
+        .args(["--namespace", "server-own"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// Stops the server and removes the test's directory.
+fn finish(mut srv: Child, dir: &Path) {
+    kill_9(&mut srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn kill_9(child: &mut Child) {
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+/// The fleet's layout: 16 IDs per ms per worker, so a few processes run
+/// for seconds instead of milliseconds.
+fn fleet_layout() -> Layout {
+    Layout::new(41, 6, 4).unwrap()
+}
+
+fn assert_unique(ids: &mut [u64]) {
+    let n = ids.len();
+    ids.sort_unstable();
+    let dup = ids.windows(2).filter(|w| w[0] == w[1]).count();
+    assert_eq!(dup, 0, "{dup} duplicate IDs among {n}");
+}
+
+/// Set (to "URL OUTPUT") in the fleet processes this test starts.
+const CHILD_ENV: &str = "GRANTID_TEST_FLEET_CHILD";
+/// How long each fleet generator issues IDs.
+const FLEET_RUN: Duration = Duration::from_secs(5);
+
+/// Issues IDs from an embedded generator on `url` for `run`; returns them,
+/// the number of refused calls and of uncertain authority answers.
+fn issue_for(url: &str, run: Duration) -> (Vec<u64>, u64, u64) {
+    let generator = Generator::builder(
+        fleet_layout(),
+        "fleet",
+        grantid_authority::from_url(url).unwrap(),
+    )
+    .start()
+    .unwrap();
+    let (mut ids, mut failures) = (Vec::new(), 0u64);
+    let started = Instant::now();
+    while started.elapsed() < run {
+        match generator.next_id() {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+                failures += 1;
+            }
+        }
+    }
+    let uncertain = generator.stats().uncertain_retries;
+    generator.close();
+    (ids, failures, uncertain)
+}
+
+/// A fleet process: does nothing unless started by the fleet test.
+#[test]
+fn fleet_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (url, out) = spec.split_once(' ').unwrap();
+    let (ids, failures, _) = issue_for(url, FLEET_RUN);
+    let mut text = format!("{failures}\n");
+    for id in ids {
+        text.push_str(&format!("{id}\n"));
+    }
+    std::fs::write(out, text).unwrap();
+}
+
+#[test]
+fn a_fleet_keeps_unique_ids_across_kill_9_and_restart() {
+    let dir = scratch("fleet");
+    let state = dir.join("state.json");
+    let port = free_port();
+    let mut srv = server(port, &state);
+    let url = format!("grpc://127.0.0.1:{port}?timeout_ms=300");
+
+    // Three processes (this test binary again, running `fleet_child`) and
+    // one generator in this process, each issuing for 5 s.
+    let clients: Vec<(Child, PathBuf)> = (0..3)
+        .map(|i| {
+            let out = dir.join(format!("ids-{i}.txt"));
+            let child = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "fleet_child", "--test-threads=1", "--nocapture"])
+                .env(CHILD_ENV, format!("{url} {}", out.display()))
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let local = {
+        let url = url.clone();
+        std::thread::spawn(move || issue_for(&url, FLEET_RUN))
+    };
+
+    std::thread::sleep(Duration::from_millis(1_000));
+    kill_9(&mut srv);
+    // Down for 1.5 s: inside the generators' 5 s horizon, so they keep
+    // issuing from committed grants and renew after the restart.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let srv = server(port, &state);
+
+    let mut all = Vec::new();
+    for (mut child, out) in clients {
+        let status = child.wait().unwrap();
+        assert!(status.success(), "a fleet process failed: {status}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        let mut lines = text.lines();
+        let failures: u64 = lines.next().unwrap().parse().unwrap();
+        assert_eq!(failures, 0, "the outage was inside the horizon");
+        let ids: Vec<u64> = lines.map(|l| l.parse().unwrap()).collect();
+        assert!(ids.len() > 10_000, "only {} IDs in a process", ids.len());
+        all.extend(ids);
+    }
+    let (ids, failures, uncertain) = local.join().unwrap();
+    assert!(ids.len() > 10_000, "only {} IDs in-process", ids.len());
+    assert_eq!(failures, 0, "the outage was inside the horizon");
+    assert!(uncertain > 0, "no renewal met the outage");
+    all.extend(ids);
+    assert_unique(&mut all);
+    // The workers of the fleet are distinct (one per process).
+    let workers: std::collections::BTreeSet<u64> = all
+        .iter()
+        .map(|&id| fleet_layout().decode(id).unwrap().worker)
+        .collect();
+    assert!(workers.len() >= 4, "workers used: {workers:?}");
+
+    finish(srv, &dir);
+}
+
+#[test]
+fn ids_stop_at_the_grant_end_while_the_server_is_down() {
+    let dir = scratch("stop");
+    let state = dir.join("state.json");
+    let port = free_port();
+    let mut srv = server(port, &state);
+    let url = format!("grpc://127.0.0.1:{port}?timeout_ms=200");
+    let layout = fleet_layout();
+    let generator = Generator::builder(layout, "stop", grantid_authority::from_url(&url).unwrap())
+        .grant_duration_ms(200)
+        .horizon_ms(400)
+        .backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .start()
+        .unwrap();
+    let mut ids = generator.next_ids(1_000).unwrap();
+
+    kill_9(&mut srv);
+    let killed = Instant::now();
+    let mut after_kill = Vec::new();
+    let error = loop {
+        match generator.next_id() {
+            Ok(id) => after_kill.push(id),
+            Err(e) => break e,
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "IDs went on for 5 s without a server"
+        );
+    };
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    // No answer can arrive now: the committed end is final.
+    let end = generator.stats().grant_end.expect("a grant was held");
+    assert!(!after_kill.is_empty());
+    for &id in &after_kill {
+        let ts = layout.decode(id).unwrap().timestamp;
+        assert!(ts < end, "ID {id} at tick {ts} is past the grant end {end}");
+    }
+    // Still refused a little later: no ID without a grant.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        generator.next_id().unwrap_err().kind(),
+        ErrorKind::Unavailable
+    );
+
+    let srv = server(port, &state);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let resumed = loop {
+        if let Ok(id) = generator.next_id() {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "no grant after the restart");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(layout.decode(resumed).unwrap().timestamp >= end);
+    ids.extend(after_kill);
+    ids.push(resumed);
+    ids.extend(generator.next_ids(1_000).unwrap());
+    assert_unique(&mut ids);
+    generator.close();
+    finish(srv, &dir);
+}
+
+#[test]
+fn the_command_takes_a_grpc_authority() {
+    let dir = scratch("cli");
+    let port = free_port();
+    let mut srv = server(port, &dir.join("state.json"));
+    let url = format!("grpc://127.0.0.1:{port}");
+    let out = Command::new(BIN)
+        .args(["next", "-n", "5", "--authority", &url, "--namespace", "cli"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5);
+    assert_unique(&mut ids);
+    // Status is read from the server's own authority, not through it.
+    let out = Command::new(BIN)
+        .args(["authority", "status", &url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("server's own authority URL"));
+    kill_9(&mut srv);
+    // With the server gone: UNAVAILABLE within the start-up timeout.
+    let out = Command::new(BIN)
+        .args(["next", "--authority", &format!("{url}?timeout_ms=200")])
+        .args(["--namespace", "cli", "--timeout-ms", "500"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("UNAVAILABLE") && err.contains("grpc://"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn grant_request(incarnation: u64, worker: Option<u32>, not_before: u64) -> grantid::GrantRequest {
+    grantid::GrantRequest {
+        namespace: "fork".into(),
+        incarnation,
+        request_id: 1,
+        worker,
+        not_before,
+        now: 0,
+        duration: 10,
+        layout: fleet_layout(),
+    }
+}
+
+#[test]
+fn a_fork_child_uses_its_own_connection() {
+    let dir = scratch("fork");
+    let port = free_port();
+    let srv = server(port, &dir.join("state.json"));
+    let source = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}")).unwrap();
+    // The parent's connection is open before the fork.
+    let g = source.acquire(&grant_request(1, None, 0)).unwrap();
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe(2).
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only uses the source (connecting afresh), writes one
+    // byte and calls _exit; it never returns into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let ok = source.acquire(&grant_request(77, None, 0)).is_ok();
+        let b = [u8::from(ok)];
+        // SAFETY: writes one byte from a valid buffer, then exits.
+        unsafe {
+            libc::write(fds[1], b.as_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    let mut b = [0u8; 1];
+    // SAFETY: reads one byte into a valid buffer; waits for our own child.
+    unsafe {
+        libc::close(fds[1]);
+        libc::read(fds[0], b.as_mut_ptr().cast(), 1);
+        libc::close(fds[0]);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    assert_eq!(b[0], 1, "the child got no grant");
+    // The parent's connection still works after the child exited.
+    let mut renewal = grant_request(1, Some(g.worker), g.end);
+    renewal.request_id = 2;
+    let g2 = source.acquire(&renewal).unwrap();
+    assert!(g2.start >= g.end);
+    finish(srv, &dir);
+}

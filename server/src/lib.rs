@@ -1,0 +1,408 @@
+//! # grantid-server
+//!
+//! The grantid ID service over gRPC, run by `grantid serve`
+//! (docs/SERVICE.md): `grantid.v1.IdGeneratorService` issues IDs from one
+//! core [`grantid::Generator`]; `grantid.v1.GrantService` hands out grants to
+//! embedded generators (the `grpc://HOST:PORT` authority URL), forwarded to
+//! the server's own authority; beside them the standard health service
+//! (`grpc.health.v1`) and server reflection (v1 and v1alpha).
+//!
+//! ```no_run
+//! use grantid_server::Config;
+//!
+//! let config = Config::new("127.0.0.1:50051".parse().unwrap(), "file:/var/lib/grantid/state.json", "orders-v1");
+//! grantid_server::serve(config)?; // until SIGTERM or SIGINT
+//! # Ok::<(), grantid::Error>(())
+//! ```
+//!
+//! Properties:
+//!
+//! * **Never an invented ID**: every ID comes from the core generator,
+//!   inside a grant its authority committed. Before the first grant and
+//!   whenever the committed grants run out, calls are `UNAVAILABLE` and
+//!   health is `NOT_SERVING`.
+//! * **Never a panic across the RPC boundary**: generator and authority
+//!   calls run inside `catch_unwind`; a panic is `INTERNAL` (IDs) or an
+//!   uncertain answer (grants).
+//! * **Bounded waits**: a generator call waits at most its `max_wait`
+//!   (100 ms) on a blocking thread, never on the async workers; authority
+//!   calls are bounded by the authority's `timeout_ms`.
+//! * **Graceful drain**: on SIGTERM / SIGINT health goes `NOT_SERVING`,
+//!   after `drain_delay` the listener closes, in-flight calls finish (at most
+//!   `drain_timeout`), then the worker is released.
+
+#![warn(missing_docs)]
+
+mod codes;
+mod grants;
+mod ids;
+mod telemetry;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use grantid::{Error, ErrorKind, Generator, GrantSource, Layout};
+use grantid_proto::v1::grant_service_server::GrantServiceServer;
+use grantid_proto::v1::id_generator_service_server::IdGeneratorServiceServer;
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tonic::Status;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+pub use codes::{CODE_METADATA, code_of, status_of};
+pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
+
+/// The default listen address of `grantid serve`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Default bound on the calls in flight when a drain starts.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// TCP keepalive of accepted connections: a peer that vanished without a
+/// FIN (a crashed host, a dropped NAT entry) is noticed and its connection
+/// closed.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+/// How often health and the generator gauges are refreshed.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// Pause between attempts to start the generator (authority uncertain or no
+/// worker free at start-up).
+const RESTART_PAUSE: Duration = Duration::from_secs(1);
+
+/// The health service names this server reports, besides `""` (the whole
+/// server).
+pub const ID_SERVICE_NAME: &str = "grantid.v1.IdGeneratorService";
+/// See [`ID_SERVICE_NAME`].
+pub const GRANT_SERVICE_NAME: &str = "grantid.v1.GrantService";
+
+/// What one server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen for gRPC.
+    pub listen: SocketAddr,
+    /// The server's authority URL (its own worker, and GrantService).
+    pub authority: String,
+    /// The namespace of the IDs the server issues.
+    pub namespace: String,
+    /// The layout of those IDs.
+    pub layout: Layout,
+    /// Where to serve Prometheus metrics (`GET /metrics`); `None`: off.
+    pub metrics: Option<SocketAddr>,
+    /// How long health says `NOT_SERVING` before the listener closes, so a
+    /// load balancer stops sending new calls first (default 0).
+    pub drain_delay: Duration,
+    /// Longest wait for calls in flight once the listener is closed.
+    pub drain_timeout: Duration,
+    /// Longest one attempt to start the generator waits for a grant; the
+    /// server keeps trying (`NOT_SERVING` meanwhile) until it gets one.
+    pub startup_timeout: Duration,
+}
+
+impl Config {
+    /// A configuration with the default layout and timings.
+    pub fn new(listen: SocketAddr, authority: &str, namespace: &str) -> Config {
+        Config {
+            listen,
+            authority: authority.to_owned(),
+            namespace: namespace.to_owned(),
+            layout: Layout::default(),
+            metrics: None,
+            drain_delay: Duration::ZERO,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            startup_timeout: grantid::DEFAULT_STARTUP_TIMEOUT,
+        }
+    }
+}
+
+/// What the services share.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub namespace: String,
+    pub layout: Layout,
+    generator: OnceLock<Arc<Generator>>,
+    /// Why the generator has not started yet.
+    not_started: Mutex<String>,
+}
+
+impl State {
+    /// The generator, or `UNAVAILABLE` before its first grant.
+    pub fn generator(&self) -> Result<Arc<Generator>, Status> {
+        match self.generator.get() {
+            Some(g) => Ok(Arc::clone(g)),
+            None => {
+                let why = self
+                    .not_started
+                    .lock()
+                    .map(|w| w.clone())
+                    .unwrap_or_default();
+                Err(status_of(&Error::new(
+                    ErrorKind::Unavailable,
+                    format!("the server holds no grant yet: {why}"),
+                )))
+            }
+        }
+    }
+}
+
+fn runtime_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Unavailable, format!("{what}: {e}"))
+}
+
+/// Runs a server until SIGTERM or SIGINT, then drains it and releases its
+/// worker. Blocks; makes its own tokio runtime.
+pub fn serve(config: Config) -> Result<(), Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("grantid-serve")
+        .build()
+        .map_err(|e| runtime_error("cannot start the tokio runtime", e))?;
+    let result = runtime.block_on(async {
+        let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("cannot listen on {}: {e}", config.listen),
+            )
+        })?;
+        run(config, listener, shutdown_signal()).await
+    });
+    // A generator start still waiting on the authority is not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        log::error!(target: "grantid_server", "event=no_signal_handler");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => log::info!(target: "grantid_server", "event=signal signal=SIGTERM"),
+        _ = int.recv() => log::info!(target: "grantid_server", "event=signal signal=SIGINT"),
+    }
+}
+
+/// Runs a server on `listener` until `shutdown` resolves (or the generator
+/// cannot be configured), then drains it and releases its worker.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    if config.namespace.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "the namespace must not be empty",
+        ));
+    }
+    let authority: Arc<dyn GrantSource> =
+        Arc::from(grantid_authority::from_url(&config.authority)?);
+    if let Some(addr) = config.metrics {
+        telemetry::install(addr)?;
+        log::info!(target: "grantid_server", "event=metrics addr={addr}");
+    }
+    let local = listener
+        .local_addr()
+        .map_err(|e| runtime_error("cannot read the listen address", e))?;
+    let state = Arc::new(State {
+        namespace: config.namespace.clone(),
+        layout: config.layout,
+        generator: OnceLock::new(),
+        not_started: Mutex::new("starting".into()),
+    });
+
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", ServingStatus::NotServing)
+        .await;
+    reporter
+        .set_service_status(ID_SERVICE_NAME, ServingStatus::NotServing)
+        .await;
+    // GrantService needs no grant of its own: it serves until the drain.
+    reporter
+        .set_service_status(GRANT_SERVICE_NAME, ServingStatus::Serving)
+        .await;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (fatal_tx, fatal_rx) = oneshot::channel::<Error>();
+    tokio::spawn(start_generator(
+        Arc::clone(&state),
+        Arc::clone(&authority),
+        config.clone(),
+        stop_rx.clone(),
+        fatal_tx,
+    ));
+    let watcher = tokio::spawn(watch_health(
+        Arc::clone(&state),
+        reporter.clone(),
+        stop_rx.clone(),
+    ));
+
+    let fatal = Arc::new(Mutex::new(None::<Error>));
+    let drain = {
+        let fatal = Arc::clone(&fatal);
+        let reporter = reporter.clone();
+        let delay = config.drain_delay;
+        async move {
+            tokio::select! {
+                _ = shutdown => {}
+                Ok(e) = fatal_rx => {
+                    if let Ok(mut f) = fatal.lock() { *f = Some(e); }
+                }
+            }
+            let _ = stop_tx.send(true);
+            for name in ["", ID_SERVICE_NAME, GRANT_SERVICE_NAME] {
+                reporter
+                    .set_service_status(name, ServingStatus::NotServing)
+                    .await;
+            }
+            log::info!(target: "grantid_server", "event=draining delay_ms={}", delay.as_millis());
+            tokio::time::sleep(delay).await;
+        }
+    };
+
+    let reflection_error = |e| runtime_error("cannot build the reflection service", e);
+    let reflection_v1 = reflection().build_v1().map_err(reflection_error)?;
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_error)?;
+
+    let incoming = TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .with_keepalive(Some(TCP_KEEPALIVE));
+    let router = Server::builder()
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(IdGeneratorServiceServer::new(ids::IdService::new(
+            Arc::clone(&state),
+        )))
+        .add_service(GrantServiceServer::new(grants::GrantForwarder::new(
+            Arc::clone(&authority),
+        )));
+    log::info!(
+        target: "grantid_server",
+        "event=listening addr={local} namespace={:?}", config.namespace
+    );
+    let serve = router.serve_with_incoming_shutdown(incoming, drain);
+    tokio::pin!(serve);
+    let mut stopped = stop_rx.clone();
+    let bound = config.drain_delay + config.drain_timeout;
+    tokio::select! {
+        r = &mut serve => r.map_err(|e| runtime_error("the gRPC server failed", e))?,
+        _ = async {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(bound).await;
+        } => log::warn!(target: "grantid_server", "event=drain_timeout after_ms={}", bound.as_millis()),
+    }
+    watcher.abort();
+    if let Some(generator) = state.generator.get().cloned() {
+        // Releases the worker (the authority may block on its store).
+        let _ = tokio::task::spawn_blocking(move || generator.close()).await;
+    }
+    log::info!(target: "grantid_server", "event=stopped");
+    match fatal.lock().ok().and_then(|mut f| f.take()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The reflection builder with grantid.proto and the health protocol.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(grantid_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// Starts the server's generator, retrying until it holds a grant. A
+/// configuration the generator refuses (`InvalidArgument`) or a used-up
+/// timestamp field (`GrantExhausted`) stops the server: no retry can help.
+async fn start_generator(
+    state: Arc<State>,
+    authority: Arc<dyn GrantSource>,
+    config: Config,
+    stop: watch::Receiver<bool>,
+    fatal: oneshot::Sender<Error>,
+) {
+    loop {
+        let authority = Arc::clone(&authority);
+        let (layout, namespace, timeout) = (
+            config.layout,
+            config.namespace.clone(),
+            config.startup_timeout,
+        );
+        let started = tokio::task::spawn_blocking(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Generator::builder(layout, namespace, authority)
+                    .startup_timeout(timeout)
+                    .start()
+            }))
+        })
+        .await;
+        let error = match started {
+            Ok(Ok(Ok(generator))) => {
+                if *stop.borrow() {
+                    let _ = tokio::task::spawn_blocking(move || generator.close()).await;
+                    return;
+                }
+                let worker = generator.stats().worker;
+                log::info!(target: "grantid_server", "event=generator_started worker={worker:?}");
+                let _ = state.generator.set(Arc::new(generator));
+                return;
+            }
+            Ok(Ok(Err(e))) => e,
+            _ => Error::new(ErrorKind::Unavailable, "the generator start panicked"),
+        };
+        if matches!(
+            error.kind(),
+            ErrorKind::InvalidArgument | ErrorKind::GrantExhausted
+        ) {
+            log::error!(target: "grantid_server", "event=generator_refused error={error}");
+            let _ = fatal.send(error);
+            return;
+        }
+        log::warn!(target: "grantid_server", "event=generator_not_started error={error}");
+        if let Ok(mut w) = state.not_started.lock() {
+            *w = error.to_string();
+        }
+        if *stop.borrow() {
+            return;
+        }
+        tokio::time::sleep(RESTART_PAUSE).await;
+    }
+}
+
+/// Keeps health in step with the generator: `SERVING` while it holds a
+/// worker and committed time, `NOT_SERVING` otherwise and once draining.
+async fn watch_health(state: Arc<State>, reporter: HealthReporter, stop: watch::Receiver<bool>) {
+    let mut serving_now = false;
+    let mut tick = tokio::time::interval(WATCH_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let stats = state.generator.get().map(|g| g.stats());
+        let serving = !*stop.borrow()
+            && stats
+                .as_ref()
+                .is_some_and(|s| s.worker.is_some() && s.remaining_ticks > 0);
+        telemetry::generator_state(stats.as_ref(), state.layout.tick_ms(), serving);
+        if *stop.borrow() {
+            return;
+        }
+        if serving != serving_now {
+            serving_now = serving;
+            let status = if serving {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            log::info!(target: "grantid_server", "event=health status={status}");
+            for name in ["", ID_SERVICE_NAME] {
+                reporter.set_service_status(name, status).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Prometheus metrics (docs/SERVICE.md, "Metrics"), through the `metrics`
+//! facade: without `--metrics` no recorder is installed and every update is
+//! a no-op.
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `grantid_requests_total` | counter | `method`, `code` (gRPC code name) |
+//! | `grantid_request_duration_seconds` | histogram | `method` |
+//! | `grantid_ids_issued_total` | counter | |
+//! | `grantid_grant_answers_total` | counter | `answer` (`granted`, `lost`, `unavailable`) |
+//! | `grantid_grant_remaining_seconds` | gauge | |
+//! | `grantid_worker` | gauge (-1: none) | |
+//! | `grantid_serving` | gauge (1 serving, 0 not) | |
+//! | `grantid_grants_acquired_total` | counter | |
+//! | `grantid_uncertain_retries_total` | counter | |
+//! | `grantid_lease_losses_total` | counter | |
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use grantid::{Error, ErrorKind, Stats};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use tonic::Code;
+
+/// Request latency buckets, in seconds: 50 µs to 1 s, dense below 1 ms
+/// where the service's targets lie (p50 < 0.2 ms, p99 < 1 ms).
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.000_05, 0.000_1, 0.000_2, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0,
+];
+
+/// Installs the Prometheus recorder and its HTTP listener on `addr`
+/// (`GET /metrics`). Must run inside the server's tokio runtime.
+pub fn install(addr: SocketAddr) -> Result<(), Error> {
+    PrometheusBuilder::new()
+        .with_http_listener(addr)
+        .set_buckets_for_metric(
+            Matcher::Full("grantid_request_duration_seconds".into()),
+            &LATENCY_BUCKETS,
+        )
+        .and_then(|b| b.install())
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("--metrics {addr}: cannot start the exporter: {e}"),
+            )
+        })?;
+    describe();
+    Ok(())
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "grantid_requests_total",
+        "RPCs answered, by method and gRPC code."
+    );
+    describe_histogram!(
+        "grantid_request_duration_seconds",
+        Unit::Seconds,
+        "Time in the handler, by method."
+    );
+    describe_counter!("grantid_ids_issued_total", "IDs returned to clients.");
+    describe_counter!(
+        "grantid_grant_answers_total",
+        "GrantService.Acquire answers of the server's authority, by kind."
+    );
+    describe_gauge!(
+        "grantid_grant_remaining_seconds",
+        Unit::Seconds,
+        "Committed time left in the server's grants."
+    );
+    describe_gauge!("grantid_worker", "The server's worker value; -1 when none.");
+    describe_gauge!("grantid_serving", "1 when health is SERVING, else 0.");
+    describe_counter!(
+        "grantid_grants_acquired_total",
+        "Grants the server's own generator received."
+    );
+    describe_counter!(
+        "grantid_uncertain_retries_total",
+        "Uncertain answers of the authority to the server's generator, retried."
+    );
+    describe_counter!(
+        "grantid_lease_losses_total",
+        "Confirmed losses of the server's worker."
+    );
+}
+
+/// Pre-registered handles of one method's success path (the hot path takes
+/// no registry lookup).
+#[derive(Debug, Clone)]
+pub struct MethodMetrics {
+    method: &'static str,
+    ok: Counter,
+    latency: Histogram,
+}
+
+impl MethodMetrics {
+    /// Handles for `method`. Make them after [`install`]: handles made
+    /// before a recorder exists stay no-ops.
+    pub fn new(method: &'static str) -> MethodMetrics {
+        MethodMetrics {
+            method,
+            ok: counter!("grantid_requests_total", "method" => method, "code" => "OK"),
+            latency: histogram!("grantid_request_duration_seconds", "method" => method),
+        }
+    }
+
+    /// Records one answered call that started at `started`.
+    pub fn done(&self, started: Instant, code: Code) {
+        self.latency.record(started.elapsed().as_secs_f64());
+        if code == Code::Ok {
+            self.ok.increment(1);
+        } else {
+            counter!("grantid_requests_total", "method" => self.method, "code" => code_name(code))
+                .increment(1);
+        }
+    }
+}
+
+/// The upper-case name of a gRPC code, as in the gRPC specification.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Counts one answer of the server's authority to a GrantService call.
+pub fn grant_answer(answer: &'static str) {
+    counter!("grantid_grant_answers_total", "answer" => answer).increment(1);
+}
+
+/// Publishes the server generator's state (called by the health watcher).
+pub fn generator_state(stats: Option<&Stats>, tick_ms: u64, serving: bool) {
+    gauge!("grantid_serving").set(if serving { 1.0 } else { 0.0 });
+    let Some(s) = stats else {
+        gauge!("grantid_worker").set(-1.0);
+        gauge!("grantid_grant_remaining_seconds").set(0.0);
+        return;
+    };
+    gauge!("grantid_worker").set(s.worker.map_or(-1.0, f64::from));
+    gauge!("grantid_grant_remaining_seconds")
+        .set((s.remaining_ticks.saturating_mul(tick_ms)) as f64 / 1000.0);
+    counter!("grantid_grants_acquired_total").absolute(s.grants_acquired);
+    counter!("grantid_uncertain_retries_total").absolute(s.uncertain_retries);
+    counter!("grantid_lease_losses_total").absolute(s.lease_losses);
+}

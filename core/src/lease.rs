@@ -209,6 +209,9 @@ enum Outcome {
 impl Manager {
     fn new(shared: Arc<Shared>, incarnation: u64, starter: Thread) -> Manager {
         let backoff = shared.config.backoff_min;
+        // Go on from the cursor's tag (a fork() child's cursor carries its
+        // parent's), so every switch installs a new tag.
+        let generation = shared.cursor.generation();
         Manager {
             shared,
             incarnation,
@@ -219,7 +222,7 @@ impl Manager {
             installed_end: 0,
             committed_end: 0,
             pending: VecDeque::new(),
-            generation: 0,
+            generation,
             backoff,
             rng: incarnation | 1,
             starter: Some(starter),

@@ -254,7 +254,8 @@ fn invalid_grants_of_each_kind_are_refused() {
         source.set(Mode::Invalid(b));
         let err = Generator::builder(small(), "test", source.clone())
             .clock(ManualClock::new(at(100)))
-            .startup_timeout(Duration::from_millis(100))
+            // Long enough for two answers on a loaded machine.
+            .startup_timeout(Duration::from_millis(500))
             .backoff(Duration::from_millis(5), Duration::from_millis(10))
             .start()
             .unwrap_err();

@@ -568,99 +568,115 @@ impl Generator {
         Ok(())
     }
 
-    /// Reserves up to `want` IDs at one tick, waiting as the rules allow.
+    /// Reserves up to `want` IDs at one tick, waiting as the rules allow:
+    /// read the clock, take from the cursor, then act on what the cursor
+    /// said ([`Generator::next_step`]).
     fn reserve(&self, shard: usize, want: u64, waiter: &mut Waiter) -> Result<Span, Error> {
         let shared = &*self.shared;
-        let drift = shared.cursor.shape().drift();
         let mut rollback_counted = false;
         loop {
             let t = shared.ticks.fresh();
-            let (until, kind, message) = match shared.cursor.take(shard, want, t) {
-                Take::Span(span) => return Ok(span),
-                Take::NotYetValid { start } => (
-                    start.saturating_sub(drift),
+            let take = shared.cursor.take(shard, want, t);
+            match self.next_step(take, t, &mut rollback_counted) {
+                Next::Reserved(span) => return Ok(span),
+                Next::Again => {}
+                Next::WaitForTick { until, error } => {
+                    if !waiter.wait_for_tick(shared, until) {
+                        return Err(error);
+                    }
+                }
+                Next::Pause(error) => {
+                    if !waiter.pause(shared) {
+                        return Err(error);
+                    }
+                }
+                Next::Reactivate => self.after_fork()?,
+                Next::Fail(error) => return Err(error),
+            }
+        }
+    }
+
+    /// What to do with one outcome of the cursor, read at clock tick `t`.
+    fn next_step(&self, take: Take, t: u64, rollback_counted: &mut bool) -> Next {
+        let shared = &*self.shared;
+        let drift = shared.cursor.shape().drift();
+        match take {
+            Take::Span(span) => Next::Reserved(span),
+            Take::NotYetValid { start } => Next::WaitForTick {
+                until: start.saturating_sub(drift),
+                error: Error::new(
                     ErrorKind::NotYetValid,
                     format!("the clock (tick {t}) is before the grant's start (tick {start})"),
                 ),
-                Take::Behind { cursor } => {
-                    // Another thread may have read the clock a moment later
-                    // than this one: look again before calling it a rollback.
-                    if shared.ticks.fresh().saturating_add(drift) >= cursor {
-                        continue;
-                    }
-                    if !rollback_counted {
-                        rollback_counted = true;
-                        Counters::bump(&shared.counters.clock_rollbacks);
-                    }
-                    (
-                        cursor - drift,
+            },
+            Take::Behind { cursor } => {
+                // Another thread may have read the clock a moment later than
+                // this one: look again before calling it a rollback.
+                if shared.ticks.fresh().saturating_add(drift) >= cursor {
+                    return Next::Again;
+                }
+                if !*rollback_counted {
+                    *rollback_counted = true;
+                    Counters::bump(&shared.counters.clock_rollbacks);
+                }
+                Next::WaitForTick {
+                    until: cursor - drift,
+                    error: Error::new(
                         ErrorKind::ClockRollback,
                         format!(
                             "the clock (tick {t}) is {} ticks behind the cursor (tick {cursor}), more than max_drift ({drift})",
                             cursor - t
                         ),
-                    )
+                    ),
                 }
-                Take::Full { until } => (
-                    until,
+            }
+            Take::Full { until } => Next::WaitForTick {
+                until,
+                error: Error::new(
                     ErrorKind::CapacityExhausted,
                     format!(
                         "every sequence number up to tick {} is used",
                         until + drift - 1
                     ),
                 ),
-                Take::End { end } => {
-                    // The clock may have jumped past the committed end: wake
-                    // the renewal thread rather than leave it asleep, and
-                    // wait for it unless it is known to be failing.
-                    let lease = &shared.lease;
-                    if end < shared.layout.timestamp_limit()
-                        && !lease.renewal_stopped()
-                        && (lease.switch_pending() || !lease.renewal_uncertain())
-                    {
-                        shared.ticks.wake_on_jump();
-                        if waiter.pause(shared) {
-                            continue;
-                        }
-                    }
-                    return Err(self.end_error(end));
+            },
+            Take::End { end } => {
+                // The clock may have jumped past the committed end: wake the
+                // renewal thread rather than leave it asleep, and wait for it
+                // unless it is known to be failing.
+                let lease = &shared.lease;
+                if end < shared.layout.timestamp_limit()
+                    && !lease.renewal_stopped()
+                    && (lease.switch_pending() || !lease.renewal_uncertain())
+                {
+                    shared.ticks.wake_on_jump();
+                    Next::Pause(self.end_error(end))
+                } else {
+                    Next::Fail(self.end_error(end))
                 }
-                Take::Sealed(status) => match status {
-                    Status::Switching | Status::Active => {
-                        if waiter.pause(shared) {
-                            continue;
-                        }
-                        return Err(Error::new(
-                            ErrorKind::Unavailable,
-                            "a grant switch did not finish within max_wait",
-                        ));
-                    }
-                    Status::Closed => {
-                        return Err(Error::new(ErrorKind::Closed, "the generator is closed"));
-                    }
-                    Status::Forked => {
-                        self.after_fork()?;
-                        continue;
-                    }
-                    Status::LeaseLost => {
-                        let (_, why) = shared.lease.last_failure();
-                        return Err(Error::new(
-                            ErrorKind::LeaseLost,
-                            format!("the worker was lost and no new grant is committed yet: {why}"),
-                        ));
-                    }
-                    Status::Unavailable => {
-                        let (_, why) = shared.lease.last_failure();
-                        return Err(Error::new(
-                            ErrorKind::Unavailable,
-                            format!("no committed grant and the authority is uncertain: {why}"),
-                        ));
-                    }
-                },
-            };
-            if !waiter.wait_for_tick(shared, until) {
-                return Err(Error::new(kind, message));
             }
+            Take::Sealed(Status::Switching | Status::Active) => Next::Pause(Error::new(
+                ErrorKind::Unavailable,
+                "a grant switch did not finish within max_wait",
+            )),
+            Take::Sealed(Status::Closed) => {
+                Next::Fail(Error::new(ErrorKind::Closed, "the generator is closed"))
+            }
+            Take::Sealed(Status::Forked) => Next::Reactivate,
+            Take::Sealed(Status::LeaseLost) => Next::Fail(Error::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "the worker was lost and no new grant is committed yet: {}",
+                    shared.lease.last_failure().1
+                ),
+            )),
+            Take::Sealed(Status::Unavailable) => Next::Fail(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "no committed grant and the authority is uncertain: {}",
+                    shared.lease.last_failure().1
+                ),
+            )),
         }
     }
 
@@ -858,6 +874,24 @@ impl Drop for Generator {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// What [`Generator::reserve`] does next with one outcome of the cursor.
+enum Next {
+    /// Reserved: return it.
+    Reserved(Span),
+    /// Read the clock and take again at once.
+    Again,
+    /// Wait for the clock to reach `until`, or fail with `error` when it
+    /// cannot before the deadline.
+    WaitForTick { until: u64, error: Error },
+    /// A switch or renewal is under way: pause briefly, or fail with `error`
+    /// at the deadline.
+    Pause(Error),
+    /// This is a `fork()` child: re-activate first.
+    Reactivate,
+    /// Fail now.
+    Fail(Error),
 }
 
 /// `now + wait`; a wait too long for an `Instant` (`Duration::MAX`) is a

@@ -13,7 +13,10 @@ use crate::error::{Error, ErrorKind};
 use crate::forksafe::ForkSafeMutex;
 use crate::grant::GrantSource;
 use crate::layout::{Decoded, Layout};
-use crate::lease::{self, LeaseView};
+use crate::lease;
+use crate::state::{Config, ForkPolicy, LeaseLostEvent, LeaseView, LostCallback, Shared};
+#[cfg(test)]
+use crate::state::{Hook, HookPoint};
 use crate::stats::{Counters, Stats};
 
 /// Default `max_drift_ms`: how far the cursor may run ahead of the clock
@@ -39,83 +42,6 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Default longest retry delay.
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// What a `fork()` child does on its first call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ForkPolicy {
-    /// Re-activate on first use: a fresh incarnation, a new worker and a new
-    /// grant before the child's first ID (the call waits up to the start-up
-    /// timeout).
-    #[default]
-    Reactivate,
-    /// Refuse with `Closed` in the child.
-    Close,
-}
-
-/// What `on_lease_lost` is told.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseLostEvent {
-    /// The worker that was lost.
-    pub worker: u32,
-    /// The authority's reason.
-    pub reason: String,
-}
-
-pub(crate) type LostCallback = Arc<dyn Fn(&LeaseLostEvent) + Send + Sync>;
-
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub max_wait: Duration,
-    pub max_batch: usize,
-    pub grant_ticks: u64,
-    pub horizon_ticks: u64,
-    pub startup_timeout: Duration,
-    pub backoff_min: Duration,
-    pub backoff_max: Duration,
-    pub fork_policy: ForkPolicy,
-}
-
-/// Test-only: points of a grant switch where a test can stop the renewal
-/// thread.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HookPoint {
-    /// The cursor is sealed for the switch; the new grant is not installed.
-    BeforeInstall,
-    /// The install returned.
-    AfterInstall,
-}
-
-#[cfg(test)]
-pub(crate) type Hook = Arc<dyn Fn(HookPoint) + Send + Sync>;
-
-/// State shared by the handle, the renewal thread and the ticker.
-pub(crate) struct Shared {
-    pub layout: Layout,
-    pub namespace: String,
-    pub cursor: Cursor,
-    pub ticks: Arc<Ticks>,
-    pub config: Config,
-    pub source: Arc<dyn GrantSource>,
-    pub on_lease_lost: Option<LostCallback>,
-    pub counters: Counters,
-    pub lease: LeaseView,
-    pub closed: AtomicBool,
-    /// The fork epoch the current activation belongs to.
-    pub fork_epoch: AtomicU64,
-    reactivating: AtomicBool,
-    #[cfg(test)]
-    hook: Option<Hook>,
-}
-
-impl Shared {
-    #[cfg(test)]
-    pub(crate) fn hook(&self, point: HookPoint) {
-        if let Some(hook) = &self.hook {
-            hook(point);
-        }
-    }
-}
 
 struct Threads {
     fork_epoch: u64,

@@ -81,6 +81,7 @@ mod grant;
 mod layout;
 mod lease;
 mod memory;
+mod state;
 mod stats;
 mod sync;
 
@@ -88,10 +89,11 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind};
 pub use generator::{
     DEFAULT_BACKOFF_MAX, DEFAULT_BACKOFF_MIN, DEFAULT_GRANT_DURATION_MS, DEFAULT_HORIZON_MS,
-    DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, DEFAULT_MAX_WAIT, DEFAULT_STARTUP_TIMEOUT, ForkPolicy,
-    Generator, GeneratorBuilder, LeaseLostEvent,
+    DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, DEFAULT_MAX_WAIT, DEFAULT_STARTUP_TIMEOUT, Generator,
+    GeneratorBuilder,
 };
 pub use grant::{FnSource, Grant, GrantError, GrantRequest, GrantSource, InvalidGrant, source_fn};
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
 pub use memory::{Allocator, MemoryAuthority, NamespaceRecord, WorkerRecord};
+pub use state::{ForkPolicy, LeaseLostEvent};
 pub use stats::Stats;

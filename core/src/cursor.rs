@@ -278,6 +278,20 @@ struct Grant {
     end: u64,
 }
 
+/// One attempt of [`Cursor::take`]: the shard, the word read from it, the
+/// parameters of the word's generation, and what is asked.
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    shard: &'a Shard,
+    word: u64,
+    grant: Grant,
+    want: u64,
+    /// The clock's tick.
+    t: u64,
+    /// The latest tick the cursor may use: the clock plus the drift.
+    latest: u64,
+}
+
 /// Where one step of [`Cursor::take`] left the reservation.
 enum Step {
     /// Decided.
@@ -432,9 +446,16 @@ impl Cursor {
             if self.shape.sealed(w) {
                 return Take::Sealed(self.status());
             }
-            let grant = self.grant_of(w);
-            let step = match self.take_from_shard(s, w, grant, want, t, latest) {
-                Step::Claim => self.claim_chunks(s, w, grant, want, t, latest),
+            let attempt = Attempt {
+                shard: s,
+                word: w,
+                grant: self.grant_of(w),
+                want,
+                t,
+                latest,
+            };
+            let step = match self.take_from_shard(attempt) {
+                Step::Claim => self.claim_chunks(attempt),
                 step => step,
             };
             match step {
@@ -447,15 +468,15 @@ impl Cursor {
 
     /// The shard's own chunk: the next `want` sequence numbers, if it owns
     /// a chunk at a tick the clock allows.
-    fn take_from_shard(
-        &self,
-        s: &Shard,
-        w: u64,
-        grant: Grant,
-        want: u64,
-        t: u64,
-        latest: u64,
-    ) -> Step {
+    fn take_from_shard(&self, a: Attempt<'_>) -> Step {
+        let Attempt {
+            shard: s,
+            word: w,
+            grant,
+            want,
+            t,
+            latest,
+        } = a;
         let shape = &self.shape;
         let tick_w = grant.base + shape.rel(w);
         if tick_w > latest && !Shape::untouched(w) {
@@ -484,15 +505,15 @@ impl Cursor {
 
     /// Claims the next chunks of the current tick (or of the clock's tick,
     /// if later) from the global word, then moves the shard past them.
-    fn claim_chunks(
-        &self,
-        s: &Shard,
-        w: u64,
-        grant: Grant,
-        want: u64,
-        t: u64,
-        latest: u64,
-    ) -> Step {
+    fn claim_chunks(&self, a: Attempt<'_>) -> Step {
+        let Attempt {
+            shard: s,
+            word: w,
+            grant,
+            want,
+            t,
+            latest,
+        } = a;
         let shape = &self.shape;
         let generation = Shape::gen_of(w);
         let g = self.global.load(Ordering::Acquire);

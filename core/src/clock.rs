@@ -284,6 +284,31 @@ mod tests {
         assert_eq!(t.time_until(100), None);
     }
 
+    /// The ticker wakes the renewal thread when the clock steps forward (a
+    /// published tick far behind the clock looks the same to it). Without
+    /// the wake, the parked thread would sleep its whole 10 s.
+    #[test]
+    fn the_ticker_wakes_the_renewal_thread_after_a_forward_step() {
+        let t = Arc::new(Ticks::new(crate::layout::DEFAULT_EPOCH_MS, 1, None));
+        let TickSource::System(ticker) = &t.source else {
+            unreachable!()
+        };
+        ticker.tick.store(0, Ordering::Relaxed);
+        let (parked, woken) = std::sync::mpsc::channel();
+        let sleeper = std::thread::spawn(move || {
+            parked.send(std::thread::current()).unwrap();
+            let t0 = std::time::Instant::now();
+            std::thread::park_timeout(Duration::from_secs(10));
+            t0.elapsed()
+        });
+        t.set_on_jump(Some(woken.recv().unwrap()));
+        let handle = t.spawn().unwrap();
+        let slept = sleeper.join().unwrap();
+        t.stop();
+        handle.join().unwrap();
+        assert!(slept < Duration::from_secs(5), "slept {slept:?}");
+    }
+
     #[test]
     fn the_ticker_publishes_the_system_tick() {
         let t = Arc::new(Ticks::new(crate::layout::DEFAULT_EPOCH_MS, 1, None));

@@ -35,15 +35,25 @@
 //!
 //! # Safety of a generation switch
 //!
-//! The hot path loads its shard word (Acquire), then the generation's
-//! parameters (worker, base, end), and publishes its reservation with a CAS on
-//! a word of the same generation. A switch first seals every word, then
-//! stores the new parameters, then installs fresh words. A thread that saw any
-//! new parameter therefore also sees the seal, and its CAS fails; a thread
-//! whose CAS succeeded reserved inside the old generation, before the switch.
-//! No ID mixes the fields of two grants. The tag is 16 bits: a stale CAS could
-//! only succeed if 65,536 switches (each one an authority round trip) happened
-//! between one thread's load and its CAS.
+//! The parameters (worker, base, end) live in two slots, chosen by the low
+//! bit of the generation tag. A switch seals every word, stores the new
+//! parameters in the slot the sealed generation does not use, then installs
+//! fresh words of the new tag. A reader loads its word (Acquire) and reads
+//! the parameters of that word's slot (Relaxed): the install that published
+//! the word stored them first (its Release store or compare-and-swap heads
+//! the word's release sequence), so the reader sees them. The slot is
+//! rewritten only two switches later, after every word of the reader's
+//! generation was sealed; a reader whose compare-and-swap on its word
+//! succeeded came before that seal in the word's order, so its parameter
+//! loads happened before the rewrite and read the right values. An outcome
+//! that is not a reservation (behind, full, end, not yet valid) is returned
+//! only after a compare-and-swap of the word with itself confirms it, for the
+//! same reason. No ID mixes the fields of two grants, and no step rests on
+//! the ordering of the parameter loads themselves (docs/UNIQUENESS.md
+//! section 3; the loom models check both the protocol and controls with each
+//! part removed). The tag is 16 bits: a stale CAS could only succeed if
+//! 65,536 switches (each one an authority round trip) happened between one
+//! thread's load and its CAS.
 
 use crossbeam_utils::CachePadded;
 
@@ -163,7 +173,7 @@ impl Shape {
     }
     /// Nothing reserved yet in this generation.
     #[inline]
-    fn fresh(w: u64) -> bool {
+    fn untouched(w: u64) -> bool {
         w & ((1u64 << GEN_SHIFT) - 1) == 0
     }
     #[inline]
@@ -251,10 +261,45 @@ struct Shard {
     dropped: AtomicU64,
 }
 
+/// One generation's parameters. Two slots, chosen by the generation tag's
+/// low bit: a switch writes the slot the current generation does not use.
+#[derive(Default)]
 struct Params {
     worker: AtomicU64,
     base: AtomicU64,
     end: AtomicU64,
+}
+
+/// A snapshot of one generation's parameters.
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    worker: u64,
+    base: u64,
+    end: u64,
+}
+
+/// One attempt of [`Cursor::take`]: the shard, the word read from it, the
+/// parameters of the word's generation, and what is asked.
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    shard: &'a Shard,
+    word: u64,
+    grant: Grant,
+    want: u64,
+    /// The clock's tick.
+    t: u64,
+    /// The latest tick the cursor may use: the clock plus the drift.
+    latest: u64,
+}
+
+/// Where one step of [`Cursor::take`] left the reservation.
+enum Step {
+    /// Decided.
+    Done(Take),
+    /// The word moved under us: read it again.
+    Retry,
+    /// The shard's chunk cannot serve: claim from the global word.
+    Claim,
 }
 
 /// What sealing found.
@@ -271,7 +316,8 @@ pub struct Cursor {
     shape: Shape,
     global: CachePadded<AtomicU64>,
     shards: Box<[CachePadded<Shard>]>,
-    params: CachePadded<Params>,
+    /// Parameters of the generations with an even and an odd tag.
+    params: CachePadded<[Params; 2]>,
     status: AtomicU64,
 }
 
@@ -299,11 +345,7 @@ impl Cursor {
                     })
                 })
                 .collect(),
-            params: CachePadded::new(Params {
-                worker: AtomicU64::new(0),
-                base: AtomicU64::new(0),
-                end: AtomicU64::new(0),
-            }),
+            params: CachePadded::new([Params::default(), Params::default()]),
             status: AtomicU64::new(Status::Unavailable as u64),
         }
     }
@@ -334,17 +376,44 @@ impl Cursor {
         self.status() == Status::Closed
     }
 
+    /// The parameters of the generation a word of `gen_` belongs to.
+    #[inline]
+    fn slot(&self, gen_: u64) -> &Params {
+        &self.params[(gen_ & 1) as usize]
+    }
+
+    /// The parameters of `w`'s generation, read through `w`: they were
+    /// stored before the install that published `w`'s generation (whose
+    /// Release store or compare-and-swap `w` was read from, with Acquire),
+    /// and no install rewrites them before every word of that generation is
+    /// sealed. Relaxed loads suffice; see docs/UNIQUENESS.md section 3.
+    #[inline]
+    fn grant_of(&self, w: u64) -> Grant {
+        let p = self.slot(Shape::gen_of(w));
+        Grant {
+            worker: p.worker.load(Ordering::Relaxed),
+            base: p.base.load(Ordering::Relaxed),
+            end: p.end.load(Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    fn shard(&self, shard: usize) -> &Shard {
+        &self.shards[shard & self.shape.shard_mask]
+    }
+
     /// One attempt on the fast path: the next sequence number of the shard's
     /// chunk, when the shard owns one at a tick within `[t, t + drift]`.
     #[inline]
     pub fn try_next(&self, shard: usize, t: u64) -> Option<u64> {
-        let s = &self.shards[shard & self.shape.shard_mask];
+        let s = self.shard(shard);
         let w = s.word.load(Ordering::Acquire);
         if w & 1 == 0 {
             return None;
         }
-        let base = self.params.base.load(Ordering::Acquire);
-        let worker = self.params.worker.load(Ordering::Acquire);
+        let p = self.slot(Shape::gen_of(w));
+        let base = p.base.load(Ordering::Relaxed);
+        let worker = p.worker.load(Ordering::Relaxed);
         let tick = base + self.shape.rel(w);
         if tick < t || tick > t.saturating_add(self.shape.drift) {
             return None;
@@ -361,109 +430,169 @@ impl Cursor {
 
     /// Reserves up to `want` (>= 1) sequence numbers at one tick, reading the
     /// clock as `t`. Never waits: the caller decides on the outcome.
+    ///
+    /// Steps: read the shard's word and its generation's parameters; take
+    /// from the chunk the shard owns ([`Cursor::take_from_shard`]); else
+    /// claim chunks from the global word ([`Cursor::claim_chunks`]). A span
+    /// is proven by the compare-and-swap that reserved it; any other outcome
+    /// was decided on parameters read beside the word, so it is returned
+    /// only once the word is confirmed unchanged ([`Cursor::confirm`]).
     pub fn take(&self, shard: usize, want: u64, t: u64) -> Take {
-        let shape = &self.shape;
-        let s = &self.shards[shard & shape.shard_mask];
-        let horizon = t.saturating_add(shape.drift);
+        let s = self.shard(shard);
+        // The latest tick the cursor may use: the clock plus the drift.
+        let latest = t.saturating_add(self.shape.drift);
         loop {
             let w = s.word.load(Ordering::Acquire);
-            if shape.sealed(w) {
+            if self.shape.sealed(w) {
                 return Take::Sealed(self.status());
             }
-            let generation = Shape::gen_of(w);
-            let base = self.params.base.load(Ordering::Acquire);
-            let end = self.params.end.load(Ordering::Acquire);
-            let worker = self.params.worker.load(Ordering::Acquire);
-            let tick_w = base + shape.rel(w);
-            if tick_w > horizon && !Shape::fresh(w) {
-                // A base newer than `w` (a switch just happened) would make
-                // this tick meaningless; a newer base implies the seal of
-                // `w` is visible, so a word that did not change proves the
-                // base belongs to it.
-                if s.word.load(Ordering::Acquire) != w {
-                    continue;
-                }
-                return Take::Behind { cursor: tick_w };
-            }
-            if w & 1 == 1 && tick_w >= t {
-                let seq = shape.seq(w);
-                let chunk_end = shape.chunk_end(seq);
-                let k = want.min(chunk_end - seq);
-                let next = shape.pack(generation, shape.rel(w), seq + k, seq + k < chunk_end);
-                if s.word
-                    .compare_exchange(w, next, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return Take::Span(Span {
-                        tick: tick_w,
-                        worker,
-                        seq,
-                        count: k,
-                    });
-                }
-                continue;
-            }
-            // Claim chunks from the global word.
-            let g = self.global.load(Ordering::Acquire);
-            if shape.sealed(g) {
-                return Take::Sealed(self.status());
-            }
-            if Shape::gen_of(g) != generation {
-                // A switch is being installed; read both words again.
-                crate::sync::spin();
-                continue;
-            }
-            let tick_g = base + shape.rel(g);
-            if tick_g > horizon {
-                return if Shape::fresh(g) {
-                    Take::NotYetValid { start: base }
-                } else {
-                    Take::Behind { cursor: tick_g }
-                };
-            }
-            let target = t.max(tick_w);
-            let (mut tick, mut chunk) = if tick_g >= target {
-                (tick_g, shape.seq(g))
-            } else {
-                (target, 0)
+            let attempt = Attempt {
+                shard: s,
+                word: w,
+                grant: self.grant_of(w),
+                want,
+                t,
+                latest,
             };
-            if chunk >= shape.chunks_per_tick {
-                tick += 1;
-                chunk = 0;
+            let step = match self.take_from_shard(attempt) {
+                Step::Claim => self.claim_chunks(attempt),
+                step => step,
+            };
+            match step {
+                Step::Done(take @ (Take::Span(_) | Take::Sealed(_))) => return take,
+                Step::Done(take) if self.confirm(s, w) => return take,
+                _ => crate::sync::spin(),
             }
-            if tick > horizon {
-                return Take::Full {
-                    until: tick - shape.drift,
-                };
-            }
-            if tick >= end {
-                return Take::End { end };
-            }
-            let skip = u64::from(tick == 0 && worker == 0 && chunk == 0);
-            let chunks = (skip + want)
-                .div_ceil(shape.chunk)
-                .min(shape.chunks_per_tick - chunk);
-            let claimed = shape.pack(generation, tick - base, chunk + chunks, false);
-            if self
-                .global
-                .compare_exchange(g, claimed, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            let first = chunk * shape.chunk + skip;
-            let span_end = (chunk + chunks) * shape.chunk;
-            let k = want.min(span_end - first);
-            s.claimed.fetch_add(span_end - first, Ordering::Relaxed);
-            let position = shape.pack(generation, tick - base, first + k, first + k < span_end);
-            self.advance_shard(s, w, position);
-            return Take::Span(Span {
-                tick,
-                worker,
-                seq: first,
-                count: k,
+        }
+    }
+
+    /// The shard's own chunk: the next `want` sequence numbers, if it owns
+    /// a chunk at a tick the clock allows.
+    fn take_from_shard(&self, a: Attempt<'_>) -> Step {
+        let Attempt {
+            shard: s,
+            word: w,
+            grant,
+            want,
+            t,
+            latest,
+        } = a;
+        let shape = &self.shape;
+        let tick_w = grant.base + shape.rel(w);
+        if tick_w > latest && !Shape::untouched(w) {
+            return Step::Done(Take::Behind { cursor: tick_w });
+        }
+        if w & 1 == 0 || tick_w < t {
+            return Step::Claim;
+        }
+        let seq = shape.seq(w);
+        let chunk_end = shape.chunk_end(seq);
+        let k = want.min(chunk_end - seq);
+        let next = shape.pack(Shape::gen_of(w), shape.rel(w), seq + k, seq + k < chunk_end);
+        if s.word
+            .compare_exchange(w, next, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return Step::Retry;
+        }
+        Step::Done(Take::Span(Span {
+            tick: tick_w,
+            worker: grant.worker,
+            seq,
+            count: k,
+        }))
+    }
+
+    /// Claims the next chunks of the current tick (or of the clock's tick,
+    /// if later) from the global word, then moves the shard past them.
+    fn claim_chunks(&self, a: Attempt<'_>) -> Step {
+        let Attempt {
+            shard: s,
+            word: w,
+            grant,
+            want,
+            t,
+            latest,
+        } = a;
+        let shape = &self.shape;
+        let generation = Shape::gen_of(w);
+        let g = self.global.load(Ordering::Acquire);
+        if shape.sealed(g) {
+            return Step::Done(Take::Sealed(self.status()));
+        }
+        if Shape::gen_of(g) != generation {
+            // A switch is being installed (the global word goes first). If
+            // the shard's word is still `w`, say so; else read both again
+            // (the failed compare-and-swap saw the newer word, so the next
+            // load cannot return `w` again).
+            return if self.confirm(s, w) {
+                Step::Done(Take::Sealed(Status::Switching))
+            } else {
+                Step::Retry
+            };
+        }
+        let base = grant.base;
+        let tick_g = base + shape.rel(g);
+        if tick_g > latest {
+            return Step::Done(if Shape::untouched(g) {
+                Take::NotYetValid { start: base }
+            } else {
+                Take::Behind { cursor: tick_g }
             });
         }
+        let target = t.max(base + shape.rel(w));
+        let (mut tick, mut chunk) = if tick_g >= target {
+            (tick_g, shape.seq(g))
+        } else {
+            (target, 0)
+        };
+        if chunk >= shape.chunks_per_tick {
+            tick += 1;
+            chunk = 0;
+        }
+        if tick > latest {
+            return Step::Done(Take::Full {
+                until: tick - shape.drift,
+            });
+        }
+        if tick >= grant.end {
+            return Step::Done(Take::End { end: grant.end });
+        }
+        let skip = u64::from(tick == 0 && grant.worker == 0 && chunk == 0);
+        let chunks = (skip + want)
+            .div_ceil(shape.chunk)
+            .min(shape.chunks_per_tick - chunk);
+        let claimed = shape.pack(generation, tick - base, chunk + chunks, false);
+        if self
+            .global
+            .compare_exchange(g, claimed, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return Step::Retry;
+        }
+        let first = chunk * shape.chunk + skip;
+        let span_end = (chunk + chunks) * shape.chunk;
+        let k = want.min(span_end - first);
+        s.claimed.fetch_add(span_end - first, Ordering::Relaxed);
+        let position = shape.pack(generation, tick - base, first + k, first + k < span_end);
+        self.advance_shard(s, w, position);
+        Step::Done(Take::Span(Span {
+            tick,
+            worker: grant.worker,
+            seq: first,
+            count: k,
+        }))
+    }
+
+    /// True if `w` is still the shard's word. A compare-and-swap of `w` with
+    /// itself, not a load: a successful read-modify-write comes before the
+    /// seal of `w` in the word's order, so the parameters read beside `w`
+    /// are `w`'s own (a load could return `w` after a seal it has not seen
+    /// yet, beside parameters two switches newer).
+    fn confirm(&self, s: &Shard, w: u64) -> bool {
+        s.word
+            .compare_exchange(w, w, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Moves a shard's word to `position` unless it is already there or
@@ -531,7 +660,6 @@ impl Cursor {
             self.set_status(status);
         }
         let shape = &self.shape;
-        let base = self.params.base.load(Ordering::Acquire);
         let mut reached = None;
         for (i, word) in self.words().enumerate() {
             let mut w = word.load(Ordering::Acquire);
@@ -542,7 +670,7 @@ impl Cursor {
                         if shape.sealed(w) {
                             // Already sealed: a close only marks it.
                         } else if i == 0 {
-                            reached = Some(base + shape.rel(w));
+                            reached = Some(self.grant_of(w).base + shape.rel(w));
                         } else {
                             self.count_drop(&self.shards[i - 1], w);
                         }
@@ -564,9 +692,13 @@ impl Cursor {
         let shape = &self.shape;
         let generation = generation & ((1 << GEN_BITS) - 1);
         let end = end.min(base.saturating_add(shape.max_rel));
-        self.params.worker.store(worker, Ordering::Release);
-        self.params.base.store(base, Ordering::Release);
-        self.params.end.store(end, Ordering::Release);
+        // The slot the current generation does not use (the words are
+        // sealed, so no reservation of the generation before it can still
+        // complete); the words' install below publishes it.
+        let p = self.slot(generation);
+        p.worker.store(worker, Ordering::Relaxed);
+        p.base.store(base, Ordering::Relaxed);
+        p.end.store(end, Ordering::Relaxed);
         if !self.set_status(Status::Active) {
             return None;
         }
@@ -588,13 +720,19 @@ impl Cursor {
         Some(end)
     }
 
+    /// The generation tag the words carry now (sealed or not): a switch
+    /// installs the next one.
+    pub fn generation(&self) -> u64 {
+        Shape::gen_of(self.global.load(Ordering::Acquire))
+    }
+
     /// Moves the committed end forward (never back), capped at the span the
     /// current generation can address. Returns the end now in force.
     pub fn extend(&self, end: u64) -> u64 {
-        let base = self.params.base.load(Ordering::Acquire);
+        let p = self.slot(Shape::gen_of(self.global.load(Ordering::Acquire)));
+        let base = p.base.load(Ordering::Relaxed);
         let end = end.min(base.saturating_add(self.shape.max_rel));
-        self.params.end.fetch_max(end, Ordering::AcqRel);
-        self.params.end.load(Ordering::Acquire)
+        p.end.fetch_max(end, Ordering::Relaxed).max(end)
     }
 
     /// The sequence numbers handed out so far (claimed minus dropped minus
@@ -618,15 +756,41 @@ impl Cursor {
         total
     }
 
+    /// Test-only: [`Cursor::install`] with its two halves swapped, the
+    /// parameters stored after the words that publish them. The loom models
+    /// use it to show that they see a reader take a new generation's word
+    /// beside an older generation's parameters.
+    #[doc(hidden)]
+    pub fn install_params_last_for_tests(&self, generation: u64, worker: u64, base: u64, end: u64) {
+        let fresh = self.shape.pack(generation & 0xffff, 0, 0, false);
+        for word in self.words() {
+            word.store(fresh, Ordering::Release);
+        }
+        let p = self.slot(generation);
+        p.worker.store(worker, Ordering::Relaxed);
+        p.base.store(base, Ordering::Relaxed);
+        p.end.store(end, Ordering::Relaxed);
+        self.set_status(Status::Active);
+    }
+
+    /// Test-only: the tick of the global word, read without sealing it (what
+    /// a switch without the seal would take as the last tick reached).
+    #[doc(hidden)]
+    pub fn reached_unsealed_for_tests(&self) -> u64 {
+        let g = self.global.load(Ordering::Acquire);
+        self.grant_of(g).base + self.shape.rel(g)
+    }
+
     /// Test-only: installs a generation without sealing first, breaking the
     /// switch protocol. The loom models use it to show that they catch a
     /// cursor that lets a reservation mix two grants.
     #[doc(hidden)]
     pub fn install_unsealed_for_tests(&self, generation: u64, worker: u64, base: u64, end: u64) {
         let shape = &self.shape;
-        self.params.worker.store(worker, Ordering::Release);
-        self.params.base.store(base, Ordering::Release);
-        self.params.end.store(end, Ordering::Release);
+        let p = self.slot(generation);
+        p.worker.store(worker, Ordering::Relaxed);
+        p.base.store(base, Ordering::Relaxed);
+        p.end.store(end, Ordering::Relaxed);
         let fresh = shape.pack(generation & 0xffff, 0, 0, false);
         self.global.store(fresh, Ordering::Release);
         for s in self.shards.iter() {

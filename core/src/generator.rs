@@ -13,7 +13,10 @@ use crate::error::{Error, ErrorKind};
 use crate::forksafe::ForkSafeMutex;
 use crate::grant::GrantSource;
 use crate::layout::{Decoded, Layout};
-use crate::lease::{self, LeaseView};
+use crate::lease;
+use crate::state::{Config, ForkPolicy, LeaseLostEvent, LeaseView, LostCallback, Shared};
+#[cfg(test)]
+use crate::state::{Hook, HookPoint};
 use crate::stats::{Counters, Stats};
 
 /// Default `max_drift_ms`: how far the cursor may run ahead of the clock
@@ -39,83 +42,6 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Default longest retry delay.
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// What a `fork()` child does on its first call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ForkPolicy {
-    /// Re-activate on first use: a fresh incarnation, a new worker and a new
-    /// grant before the child's first ID (the call waits up to the start-up
-    /// timeout).
-    #[default]
-    Reactivate,
-    /// Refuse with `Closed` in the child.
-    Close,
-}
-
-/// What `on_lease_lost` is told.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseLostEvent {
-    /// The worker that was lost.
-    pub worker: u32,
-    /// The authority's reason.
-    pub reason: String,
-}
-
-pub(crate) type LostCallback = Arc<dyn Fn(&LeaseLostEvent) + Send + Sync>;
-
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub max_wait: Duration,
-    pub max_batch: usize,
-    pub grant_ticks: u64,
-    pub horizon_ticks: u64,
-    pub startup_timeout: Duration,
-    pub backoff_min: Duration,
-    pub backoff_max: Duration,
-    pub fork_policy: ForkPolicy,
-}
-
-/// Test-only: points of a grant switch where a test can stop the renewal
-/// thread.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HookPoint {
-    /// The cursor is sealed for the switch; the new grant is not installed.
-    BeforeInstall,
-    /// The install returned.
-    AfterInstall,
-}
-
-#[cfg(test)]
-pub(crate) type Hook = Arc<dyn Fn(HookPoint) + Send + Sync>;
-
-/// State shared by the handle, the renewal thread and the ticker.
-pub(crate) struct Shared {
-    pub layout: Layout,
-    pub namespace: String,
-    pub cursor: Cursor,
-    pub ticks: Arc<Ticks>,
-    pub config: Config,
-    pub source: Arc<dyn GrantSource>,
-    pub on_lease_lost: Option<LostCallback>,
-    pub counters: Counters,
-    pub lease: LeaseView,
-    pub closed: AtomicBool,
-    /// The fork epoch the current activation belongs to.
-    pub fork_epoch: AtomicU64,
-    reactivating: AtomicBool,
-    #[cfg(test)]
-    hook: Option<Hook>,
-}
-
-impl Shared {
-    #[cfg(test)]
-    pub(crate) fn hook(&self, point: HookPoint) {
-        if let Some(hook) = &self.hook {
-            hook(point);
-        }
-    }
-}
 
 struct Threads {
     fork_epoch: u64,
@@ -570,99 +496,115 @@ impl Generator {
         Ok(())
     }
 
-    /// Reserves up to `want` IDs at one tick, waiting as the rules allow.
+    /// Reserves up to `want` IDs at one tick, waiting as the rules allow:
+    /// read the clock, take from the cursor, then act on what the cursor
+    /// said ([`Generator::next_step`]).
     fn reserve(&self, shard: usize, want: u64, waiter: &mut Waiter) -> Result<Span, Error> {
         let shared = &*self.shared;
-        let drift = shared.cursor.shape().drift();
         let mut rollback_counted = false;
         loop {
             let t = shared.ticks.fresh();
-            let (until, kind, message) = match shared.cursor.take(shard, want, t) {
-                Take::Span(span) => return Ok(span),
-                Take::NotYetValid { start } => (
-                    start.saturating_sub(drift),
+            let take = shared.cursor.take(shard, want, t);
+            match self.next_step(take, t, &mut rollback_counted) {
+                Next::Reserved(span) => return Ok(span),
+                Next::Again => {}
+                Next::WaitForTick { until, error } => {
+                    if !waiter.wait_for_tick(shared, until) {
+                        return Err(error);
+                    }
+                }
+                Next::Pause(error) => {
+                    if !waiter.pause(shared) {
+                        return Err(error);
+                    }
+                }
+                Next::Reactivate => self.after_fork()?,
+                Next::Fail(error) => return Err(error),
+            }
+        }
+    }
+
+    /// What to do with one outcome of the cursor, read at clock tick `t`.
+    fn next_step(&self, take: Take, t: u64, rollback_counted: &mut bool) -> Next {
+        let shared = &*self.shared;
+        let drift = shared.cursor.shape().drift();
+        match take {
+            Take::Span(span) => Next::Reserved(span),
+            Take::NotYetValid { start } => Next::WaitForTick {
+                until: start.saturating_sub(drift),
+                error: Error::new(
                     ErrorKind::NotYetValid,
                     format!("the clock (tick {t}) is before the grant's start (tick {start})"),
                 ),
-                Take::Behind { cursor } => {
-                    // Another thread may have read the clock a moment later
-                    // than this one: look again before calling it a rollback.
-                    if shared.ticks.fresh().saturating_add(drift) >= cursor {
-                        continue;
-                    }
-                    if !rollback_counted {
-                        rollback_counted = true;
-                        Counters::bump(&shared.counters.clock_rollbacks);
-                    }
-                    (
-                        cursor - drift,
+            },
+            Take::Behind { cursor } => {
+                // Another thread may have read the clock a moment later than
+                // this one: look again before calling it a rollback.
+                if shared.ticks.fresh().saturating_add(drift) >= cursor {
+                    return Next::Again;
+                }
+                if !*rollback_counted {
+                    *rollback_counted = true;
+                    Counters::bump(&shared.counters.clock_rollbacks);
+                }
+                Next::WaitForTick {
+                    until: cursor - drift,
+                    error: Error::new(
                         ErrorKind::ClockRollback,
                         format!(
                             "the clock (tick {t}) is {} ticks behind the cursor (tick {cursor}), more than max_drift ({drift})",
                             cursor - t
                         ),
-                    )
+                    ),
                 }
-                Take::Full { until } => (
-                    until,
+            }
+            Take::Full { until } => Next::WaitForTick {
+                until,
+                error: Error::new(
                     ErrorKind::CapacityExhausted,
                     format!(
                         "every sequence number up to tick {} is used",
                         until + drift - 1
                     ),
                 ),
-                Take::End { end } => {
-                    // The clock may have jumped past the committed end: wake
-                    // the renewal thread rather than leave it asleep, and
-                    // wait for it unless it is known to be failing.
-                    let lease = &shared.lease;
-                    if end < shared.layout.timestamp_limit()
-                        && !lease.renewal_stopped()
-                        && (lease.switch_pending() || !lease.renewal_uncertain())
-                    {
-                        shared.ticks.wake_on_jump();
-                        if waiter.pause(shared) {
-                            continue;
-                        }
-                    }
-                    return Err(self.end_error(end));
+            },
+            Take::End { end } => {
+                // The clock may have jumped past the committed end: wake the
+                // renewal thread rather than leave it asleep, and wait for it
+                // unless it is known to be failing.
+                let lease = &shared.lease;
+                if end < shared.layout.timestamp_limit()
+                    && !lease.renewal_stopped()
+                    && (lease.switch_pending() || !lease.renewal_uncertain())
+                {
+                    shared.ticks.wake_on_jump();
+                    Next::Pause(self.end_error(end))
+                } else {
+                    Next::Fail(self.end_error(end))
                 }
-                Take::Sealed(status) => match status {
-                    Status::Switching | Status::Active => {
-                        if waiter.pause(shared) {
-                            continue;
-                        }
-                        return Err(Error::new(
-                            ErrorKind::Unavailable,
-                            "a grant switch did not finish within max_wait",
-                        ));
-                    }
-                    Status::Closed => {
-                        return Err(Error::new(ErrorKind::Closed, "the generator is closed"));
-                    }
-                    Status::Forked => {
-                        self.after_fork()?;
-                        continue;
-                    }
-                    Status::LeaseLost => {
-                        let (_, why) = shared.lease.last_failure();
-                        return Err(Error::new(
-                            ErrorKind::LeaseLost,
-                            format!("the worker was lost and no new grant is committed yet: {why}"),
-                        ));
-                    }
-                    Status::Unavailable => {
-                        let (_, why) = shared.lease.last_failure();
-                        return Err(Error::new(
-                            ErrorKind::Unavailable,
-                            format!("no committed grant and the authority is uncertain: {why}"),
-                        ));
-                    }
-                },
-            };
-            if !waiter.wait_for_tick(shared, until) {
-                return Err(Error::new(kind, message));
             }
+            Take::Sealed(Status::Switching | Status::Active) => Next::Pause(Error::new(
+                ErrorKind::Unavailable,
+                "a grant switch did not finish within max_wait",
+            )),
+            Take::Sealed(Status::Closed) => {
+                Next::Fail(Error::new(ErrorKind::Closed, "the generator is closed"))
+            }
+            Take::Sealed(Status::Forked) => Next::Reactivate,
+            Take::Sealed(Status::LeaseLost) => Next::Fail(Error::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "the worker was lost and no new grant is committed yet: {}",
+                    shared.lease.last_failure().1
+                ),
+            )),
+            Take::Sealed(Status::Unavailable) => Next::Fail(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "no committed grant and the authority is uncertain: {}",
+                    shared.lease.last_failure().1
+                ),
+            )),
         }
     }
 
@@ -860,6 +802,24 @@ impl Drop for Generator {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// What [`Generator::reserve`] does next with one outcome of the cursor.
+enum Next {
+    /// Reserved: return it.
+    Reserved(Span),
+    /// Read the clock and take again at once.
+    Again,
+    /// Wait for the clock to reach `until`, or fail with `error` when it
+    /// cannot before the deadline.
+    WaitForTick { until: u64, error: Error },
+    /// A switch or renewal is under way: pause briefly, or fail with `error`
+    /// at the deadline.
+    Pause(Error),
+    /// This is a `fork()` child: re-activate first.
+    Reactivate,
+    /// Fail now.
+    Fail(Error),
 }
 
 /// `now + wait`; a wait too long for an `Instant` (`Duration::MAX`) is a

@@ -134,11 +134,12 @@ pub fn check_namespace(namespace: &str) -> Result<(), crate::Error> {
 
 /// The authority, supplied by the host.
 ///
-/// `acquire` runs on the generator's renewal thread (and on the thread that
-/// calls [`crate::GeneratorBuilder::start`]), never on the `next_id` path. It
-/// may block; a source that never returns stops renewal, but never lets an ID
-/// out past the committed grants. A panic inside it is caught and counted as
-/// uncertain.
+/// `acquire` runs only on the generator's renewal thread (the thread that
+/// calls [`crate::GeneratorBuilder::start`] waits for its first answer), never
+/// on the `next_id` path. It may block; a source that never returns stops
+/// renewal, but never lets an ID out past the committed grants. A panic
+/// inside it is caught and counted as uncertain. `release` runs on the
+/// thread that calls `close()` (or drops the generator).
 pub trait GrantSource: Send + Sync + 'static {
     /// Reserves an interval, or says why not.
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError>;

@@ -11,125 +11,15 @@
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use crate::cursor::Status;
 use crate::error::ErrorKind;
-use crate::forksafe::ForkSafeMutex;
-use crate::generator::{LeaseLostEvent, Shared};
 use crate::grant::{Grant, GrantError, GrantRequest};
+use crate::state::{LeaseLostEvent, NONE, Shared};
 use crate::stats::Counters;
-
-const NONE: u64 = u64::MAX;
-
-/// What the hot path and `stats()` may read of the lease.
-pub(crate) struct LeaseView {
-    worker: AtomicU64,
-    committed_end: AtomicU64,
-    incarnation: AtomicU64,
-    renewal_uncertain: AtomicBool,
-    switch_pending: AtomicBool,
-    installed: AtomicBool,
-    in_flight: AtomicBool,
-    /// The renewal thread of this activation panicked: no renewal comes.
-    renewal_stopped: AtomicBool,
-    reached: AtomicU64,
-    failure: ForkSafeMutex<(ErrorKind, String)>,
-    last_grant: ForkSafeMutex<Option<Grant>>,
-}
-
-impl Default for LeaseView {
-    fn default() -> LeaseView {
-        LeaseView {
-            worker: AtomicU64::new(NONE),
-            committed_end: AtomicU64::new(NONE),
-            incarnation: AtomicU64::new(0),
-            renewal_uncertain: AtomicBool::new(false),
-            switch_pending: AtomicBool::new(false),
-            installed: AtomicBool::new(false),
-            in_flight: AtomicBool::new(false),
-            renewal_stopped: AtomicBool::new(false),
-            reached: AtomicU64::new(NONE),
-            failure: ForkSafeMutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
-            last_grant: ForkSafeMutex::new(None),
-        }
-    }
-}
-
-impl LeaseView {
-    /// A fresh activation: no worker, no grant (the reached tick stays, so
-    /// the next activation's IDs still come after the last ones).
-    pub fn reset(&self, incarnation: u64) {
-        self.worker.store(NONE, Ordering::SeqCst);
-        self.committed_end.store(NONE, Ordering::SeqCst);
-        self.incarnation.store(incarnation, Ordering::SeqCst);
-        self.renewal_uncertain.store(false, Ordering::SeqCst);
-        self.switch_pending.store(false, Ordering::SeqCst);
-        self.installed.store(false, Ordering::SeqCst);
-        self.renewal_stopped.store(false, Ordering::SeqCst);
-        *self.last_grant.lock() = None;
-        self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
-    }
-    pub fn worker(&self) -> Option<u32> {
-        let w = self.worker.load(Ordering::Acquire);
-        (w != NONE).then_some(w as u32)
-    }
-    pub fn committed_end(&self) -> Option<u64> {
-        let e = self.committed_end.load(Ordering::Acquire);
-        (e != NONE).then_some(e)
-    }
-    pub fn incarnation(&self) -> u64 {
-        self.incarnation.load(Ordering::Acquire)
-    }
-    /// True when the last authority call ended uncertain.
-    pub fn renewal_uncertain(&self) -> bool {
-        self.renewal_uncertain.load(Ordering::Acquire)
-    }
-    /// True while an authority call waits for its answer.
-    pub fn in_flight(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire)
-    }
-    /// True once this activation installed a grant.
-    pub fn installed(&self) -> bool {
-        self.installed.load(Ordering::Acquire)
-    }
-    /// True once this activation's renewal thread panicked.
-    pub fn renewal_stopped(&self) -> bool {
-        self.renewal_stopped.load(Ordering::Acquire)
-    }
-    pub fn switch_pending(&self) -> bool {
-        self.switch_pending.load(Ordering::Acquire)
-    }
-    pub fn note_reached(&self, tick: u64) {
-        let mut cur = self.reached.load(Ordering::Acquire);
-        while cur == NONE || cur < tick {
-            match self
-                .reached
-                .compare_exchange(cur, tick, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return,
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-    fn reached(&self) -> Option<u64> {
-        let r = self.reached.load(Ordering::Acquire);
-        (r != NONE).then_some(r)
-    }
-    fn set_failure(&self, kind: ErrorKind, why: impl Into<String>) {
-        let why = why.into();
-        *self.failure.lock() = (kind, why);
-    }
-    /// The last authority failure, for error messages.
-    pub fn last_failure(&self) -> (ErrorKind, String) {
-        self.failure.lock().clone()
-    }
-    pub fn last_grant(&self) -> Option<Grant> {
-        self.last_grant.lock().clone()
-    }
-}
 
 /// A fresh random 64-bit incarnation.
 pub(crate) fn new_incarnation() -> u64 {
@@ -209,6 +99,9 @@ enum Outcome {
 impl Manager {
     fn new(shared: Arc<Shared>, incarnation: u64, starter: Thread) -> Manager {
         let backoff = shared.config.backoff_min;
+        // Go on from the cursor's tag (a fork() child's cursor carries its
+        // parent's), so every switch installs a new tag.
+        let generation = shared.cursor.generation();
         Manager {
             shared,
             incarnation,
@@ -219,7 +112,7 @@ impl Manager {
             installed_end: 0,
             committed_end: 0,
             pending: VecDeque::new(),
-            generation: 0,
+            generation,
             backoff,
             rng: incarnation | 1,
             starter: Some(starter),
@@ -494,14 +387,14 @@ impl Manager {
         }
         self.generation += 1;
         #[cfg(test)]
-        shared.hook(crate::generator::HookPoint::BeforeInstall);
+        shared.hook(crate::state::HookPoint::BeforeInstall);
         // A close that ran since the seal above keeps the cursor closed:
         // `Closed` is final in the cursor itself.
         let installed = shared
             .cursor
             .install(self.generation, u64::from(worker), floor, end);
         #[cfg(test)]
-        shared.hook(crate::generator::HookPoint::AfterInstall);
+        shared.hook(crate::state::HookPoint::AfterInstall);
         let Some(installed) = installed else {
             return;
         };

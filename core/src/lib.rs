@@ -82,6 +82,7 @@ mod layout;
 mod lease;
 mod memory;
 mod public;
+mod state;
 mod stats;
 mod sync;
 
@@ -89,8 +90,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind};
 pub use generator::{
     DEFAULT_BACKOFF_MAX, DEFAULT_BACKOFF_MIN, DEFAULT_GRANT_DURATION_MS, DEFAULT_HORIZON_MS,
-    DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, DEFAULT_MAX_WAIT, DEFAULT_STARTUP_TIMEOUT, ForkPolicy,
-    Generator, GeneratorBuilder, LeaseLostEvent,
+    DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, DEFAULT_MAX_WAIT, DEFAULT_STARTUP_TIMEOUT, Generator,
+    GeneratorBuilder,
 };
 pub use grant::{
     FnSource, Grant, GrantError, GrantRequest, GrantSource, InvalidGrant, NAMESPACE_MAX_LEN,
@@ -101,4 +102,5 @@ pub use memory::{
     Allocator, FIRST_GRANT_LEAD_MS, MemoryAuthority, NamespaceRecord, WorkerRecord, Workers,
 };
 pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
+pub use state::{ForkPolicy, LeaseLostEvent};
 pub use stats::Stats;

@@ -37,6 +37,21 @@ fn next(c: &Cursor, shard: usize, t: u64) -> Option<u64> {
     }
 }
 
+/// One ID, or `None` if refused for any reason, a switch in progress
+/// included (no waiting: with several threads waiting on one switch, loom's
+/// search would spend its branches on their spinning).
+fn next_or_refused(c: &Cursor, shard: usize, t: u64) -> Option<u64> {
+    match c.take(shard, 1, t) {
+        Take::Span(s) => Some(c.shape().compose(s.tick, s.worker, s.seq)),
+        _ => None,
+    }
+}
+
+fn issue_once(c: &Arc<Cursor>, shard: usize, t: u64) -> thread::JoinHandle<Vec<u64>> {
+    let c = Arc::clone(c);
+    thread::spawn(move || next_or_refused(&c, shard, t).into_iter().collect())
+}
+
 fn issue(c: &Arc<Cursor>, shard: usize, ticks: &'static [u64]) -> thread::JoinHandle<Vec<u64>> {
     let c = Arc::clone(c);
     thread::spawn(move || ticks.iter().filter_map(|&t| next(&c, shard, t)).collect())
@@ -164,10 +179,142 @@ fn clock_step_back_within_drift() {
     });
 }
 
-/// A switch with neither the seal nor a new generation tag (what a cursor
-/// without the tag would do): loom must find the interleaving in which a
-/// stale reservation completes with the new grant's worker and collides with
-/// the new grant's first ID. This shows the models can fail.
+/// Two threads claim at one tick of worker 0 while a switch moves the
+/// cursor to worker 1, with `switch` doing the switch. Returns every ID.
+fn claims_racing_a_switch(switch: fn(&Cursor)) {
+    loom::model(move || {
+        // One shard, chunks of one: each claim goes through the global word.
+        let c = Arc::new(cursor(2, 1, 0));
+        c.install(1, 0, 10, 20);
+        let a = issue_once(&c, 0, 15);
+        let b = issue_once(&c, 0, 15);
+        let switcher = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || switch(&c))
+        };
+        switcher.join().unwrap();
+        let ids = vec![a.join().unwrap(), b.join().unwrap()];
+        check(&ids, &[(0, 10, 20), (1, 15, 20)], 2);
+    });
+}
+
+/// The switch protocol: seal, then install under a new tag.
+#[test]
+fn claims_racing_a_sealed_switch() {
+    claims_racing_a_switch(|c| {
+        c.seal(Status::Switching);
+        c.install(c.generation() + 1, 1, 15, 20);
+    });
+}
+
+/// Negative control, the tag removed: the switch seals but installs the
+/// same tag. A thread that read the global word before the switch finds the
+/// same bits after it (the fresh word of the same tag) and claims, with the
+/// old grant's parameters, a chunk another thread already took before the
+/// seal: loom must find that duplicate.
+#[test]
+#[should_panic(expected = "duplicate IDs")]
+fn a_switch_without_a_new_tag_is_caught() {
+    claims_racing_a_switch(|c| {
+        c.seal(Status::Switching);
+        c.install(c.generation(), 1, 15, 20);
+    });
+}
+
+/// The same worker re-based onto a later interval (a renewal after a gap)
+/// while a thread claims: the new interval starts after the last tick the
+/// switch found reached, by `switch`. Returns every ID.
+fn claims_racing_a_rebase(switch: fn(&Cursor) -> u64) {
+    loom::model(move || {
+        let c = Arc::new(cursor(2, 1, 0));
+        c.install(1, 0, 10, 20);
+        assert!(next(&c, 0, 10).is_some());
+        let issuer = issue_once(&c, 0, 11);
+        let switcher = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || {
+                let floor = switch(&c);
+                next_or_refused(&c, 0, floor)
+                    .into_iter()
+                    .collect::<Vec<_>>()
+            })
+        };
+        let ids = vec![issuer.join().unwrap(), switcher.join().unwrap()];
+        check(&ids, &[(0, 10, 20)], 2);
+    });
+}
+
+/// The switch protocol: the seal reports the last tick reached; the new
+/// interval starts after it.
+#[test]
+fn claims_racing_a_sealed_rebase() {
+    claims_racing_a_rebase(|c| {
+        let reached = c.seal(Status::Switching).reached.unwrap();
+        c.install(c.generation() + 1, 0, reached + 1, 20);
+        reached + 1
+    });
+}
+
+/// Negative control, the seal removed: the switch reads the last tick
+/// reached without sealing, so a claim can land after the read and before
+/// the install, at a tick the new interval starts at: loom must find the
+/// duplicate (same worker, same tick, same sequence).
+#[test]
+#[should_panic(expected = "duplicate IDs")]
+fn a_rebase_without_the_seal_is_caught() {
+    claims_racing_a_rebase(|c| {
+        let reached = c.reached_unsealed_for_tests();
+        c.install_unsealed_for_tests(c.generation() + 1, 0, reached + 1, 20);
+        reached + 1
+    });
+}
+
+/// A reader on a new generation's word reads that generation's parameters:
+/// they are stored before the words that publish them (Release), and read
+/// through the word (Acquire). Two switches back, the same slot held worker
+/// 0's interval starting at tick 10; a reader that took the new word beside
+/// those old parameters would issue (worker 0, tick 10, 0) again.
+fn reader_after_two_switches(install: fn(&Cursor, u64)) {
+    loom::model(move || {
+        let c = Arc::new(cursor(2, 1, 0));
+        c.install(2, 0, 10, 20);
+        let first = next(&c, 0, 10).unwrap();
+        c.seal(Status::Switching);
+        c.install(3, 1, 10, 20);
+        c.seal(Status::Switching);
+        let switcher = {
+            let c = Arc::clone(&c);
+            thread::spawn(move || install(&c, 4))
+        };
+        let reader = issue_once(&c, 0, 10);
+        switcher.join().unwrap();
+        let ids = vec![vec![first], reader.join().unwrap()];
+        check(&ids, &[(0, 10, 20), (2, 10, 20)], 2);
+    });
+}
+
+#[test]
+fn a_reader_sees_the_parameters_of_its_word() {
+    reader_after_two_switches(|c, generation| {
+        c.install(generation, 2, 10, 20);
+    });
+}
+
+/// Negative control for the step above: the parameters stored after the
+/// words. The reader's Acquire load of the new word then does not order the
+/// parameter loads after their stores; loom must find the stale read.
+#[test]
+#[should_panic(expected = "duplicate IDs")]
+fn parameters_stored_after_the_words_are_caught() {
+    reader_after_two_switches(|c, generation| {
+        c.install_params_last_for_tests(generation, 2, 10, 20);
+    });
+}
+
+/// Negative control, both removed: a switch with neither the seal nor a new
+/// generation tag (what a cursor without the tag would do): loom must find
+/// the interleaving in which a stale reservation completes with the new
+/// grant's worker and collides with the new grant's first ID.
 #[test]
 #[should_panic(expected = "duplicate IDs")]
 fn a_switch_without_the_seal_is_caught() {

@@ -284,6 +284,7 @@ impl FileAuthority {
 
 impl GrantSource for FileAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let (locked, mut state) = self.lock()?;
         let now_ms = self.clock.now_ms();
         let layout = request.layout;

@@ -88,6 +88,15 @@ pub fn default_url() -> String {
     format!("file:{}", default_file_path().display())
 }
 
+/// The namespace check of the generator's builder
+/// ([`grantid::check_namespace`]), for requests that reach an authority
+/// directly (a host's own grant loop): a name no authority can store is a
+/// permanent refusal, never a retry.
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
+    grantid::check_namespace(namespace)
+        .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
+}
+
 /// A grant source that can also set itself up and report its state.
 pub trait Authority: GrantSource {
     /// Creates what the backend needs (PostgreSQL schema and function,

@@ -286,6 +286,7 @@ fn layout_params(l: &Layout) -> [i64; 5] {
 
 impl GrantSource for PgAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > 62
             || l.epoch_ms() > i64::MAX as u64

@@ -165,6 +165,7 @@ fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
 
 impl GrantSource for RedisAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > MAX_TIMESTAMP_BITS
             || l.epoch_ms() > 1 << 53

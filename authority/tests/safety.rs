@@ -302,3 +302,31 @@ fn redis_script_checks_the_lease_under_the_normalised_worker() {
         "worker \"01\" is worker 1, held by {a:?}: {reply:?}"
     );
 }
+
+#[test]
+fn a_namespace_no_authority_can_store_is_refused_at_once() {
+    let e = Generator::builder(small_layout(), "a\0b", MemoryAuthority::new())
+        .start()
+        .err()
+        .map(|e| (e.kind(), e.message().to_owned()));
+    assert!(
+        matches!(e, Some((ErrorKind::InvalidArgument, ref m)) if m.contains("contains")),
+        "{e:?}"
+    );
+    let mut urls = vec![
+        format!("file:{}", temp_path("nul").display()),
+        "static:1".into(),
+    ];
+    urls.extend(common::postgres_url());
+    urls.extend(common::redis_url());
+    for url in urls {
+        let r =
+            from_url(&url)
+                .unwrap()
+                .acquire(&request("a\0b", 1, 1, None, 0, 10, small_layout()));
+        assert!(
+            matches!(r, Err(GrantError::Refused(ref m)) if m.contains("contains")),
+            "{url}: {r:?}"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! The file authority: [`grantid::Allocator`] kept in a `flock`-guarded JSON
+//! The file authority: [`grantid::Allocator`] kept in a lock-guarded JSON
 //! state file, for the processes of one host.
 //!
 //! Each `acquire` locks the file, reads it, applies the rule, writes the new

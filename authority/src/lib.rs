@@ -14,7 +14,7 @@
 //!
 //! | URL | backend | scope |
 //! |---|---|---|
-//! | `file:PATH`, `file:` | a `flock`-guarded state file ([`FileAuthority`]) | one host, any number of processes |
+//! | `file:PATH`, `file:` | a lock-guarded state file ([`FileAuthority`]) | one host, any number of processes |
 //! | `postgres://...` | one PL/pgSQL function ([`PgAuthority`]) | a fleet |
 //! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
 //! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
@@ -29,23 +29,33 @@
 //!   `end` in the same atomic step, the grant recorded;
 //! * a retry of the same (incarnation, request_id) gets the recorded grant;
 //! * renewing a worker held by another live incarnation is
-//!   [`GrantError::Lost`](grantid::GrantError::Lost); expired leases are
-//!   recycled, never-used workers first, then the longest-expired;
-//! * a namespace is registered with its layout; another layout is refused;
+//!   [`GrantError::Lost`](grantid::GrantError::Lost); free and expired
+//!   workers are chosen by one order (never-used, then usable now, then
+//!   released before expired, longest first), and a first grant more than
+//!   100 ms ahead of the clock is `Unavailable` (docs/AUTHORITIES.md, "Which
+//!   worker");
+//! * a namespace is registered with its layout; another layout, a worker
+//!   outside it, an unstorable namespace or an unsafe server setting is
+//!   [`GrantError::Refused`](grantid::GrantError::Refused), which fails a
+//!   generator's start-up at once;
 //! * the high-water mark never moves back, even when the authority's clock
 //!   does.
 //!
 //! Properties:
 //!
 //! * **Thread-safe**: every source is `Send + Sync`.
-//! * **Never a hang**: connecting, each statement and each lock wait are
-//!   bounded by `timeout_ms` (default 3 s); past it the answer is
-//!   `Unavailable`.
+//! * **Never a hang**: every call has a client-side deadline of about
+//!   `timeout_ms` (default 3 s), even against a frozen server; past it the
+//!   answer is `Unavailable` (docs/AUTHORITIES.md, "Deadlines").
+//! * **Durable or refused**: PostgreSQL grants commit with
+//!   `synchronous_commit` at least `on`; a PostgreSQL server without `fsync`
+//!   and a Redis server with an evicting `maxmemory-policy` are refused
+//!   (docs/AUTHORITIES.md, "Durability, per engine").
 //! * **Never a panic** on a bad server or URL: a malformed URL is
 //!   `InvalidArgument` from [`from_url`]; an unreachable server is
 //!   `Unavailable` from `acquire` (never from `from_url`).
 //! * **Fork-safe**: a `fork()` child opens its own connection; it never
-//!   reuses (nor closes) its parent's.
+//!   reuses (nor closes) its parent's, and never inherits the file lock.
 #![warn(missing_docs)]
 
 use grantid::{Error, GrantSource};

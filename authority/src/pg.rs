@@ -25,8 +25,7 @@ use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The schema and functions (authority/sql/v1.sql; schema version
-/// [`SCHEMA_VERSION`]).
+/// The schema and functions (authority/sql/v1.sql; schema version 2).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies

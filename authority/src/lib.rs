@@ -85,8 +85,9 @@ pub use redis_backend::{LUA_V1, RedisAuthority};
 pub use static_worker::StaticAuthority;
 pub use status::WorkerStatus;
 pub use url::{
-    AuthorityUrl, DEFAULT_LEASE_GRACE_MS, DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options,
-    Target, default_file_path, parse as parse_url, trailing_ordinal,
+    AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
+    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Target, default_file_path,
+    parse as parse_url, trailing_ordinal,
 };
 
 /// The default authority URL: the file authority at [`default_file_path`].
@@ -116,6 +117,25 @@ pub trait Authority: GrantSource {
 
     /// Every worker record (of `namespace`, or of all namespaces).
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error>;
+
+    /// Like [`Authority::init`], and declares the store new: if it holds no
+    /// grantid state yet, it is created without the quarantine a store
+    /// that may have lost state gets (the operator promises that no ID was
+    /// ever issued from it). Authorities without quarantine just `init`.
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        self.init()
+    }
+
+    /// Starts a quarantine from now: no grant until every interval that may
+    /// have been granted before has ended (the operator's command after a
+    /// restore or failover the authority cannot detect). Returns a one-line
+    /// description.
+    fn fence(&self) -> Result<String, Error> {
+        Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            "this authority has no quarantine to start (see docs/AUTHORITIES.md, \"State loss\")",
+        ))
+    }
 }
 
 /// Opens the authority named by `url` (see the table above). Only parsing

@@ -107,6 +107,18 @@ pub enum AuthorityCommand {
     Init {
         /// The authority URL.
         url: String,
+        /// Declares the store new: no ID was ever issued from it, so its
+        /// first use needs no state-loss quarantine (docs/AUTHORITIES.md,
+        /// "State loss"). Never after a restore or a restart that lost data.
+        #[arg(long)]
+        new_deployment: bool,
+    },
+    /// Starts a state-loss quarantine from now: no grant until every
+    /// interval granted so far has ended. Run it after a restore or a
+    /// failover the authority cannot detect.
+    Fence {
+        /// The authority URL.
+        url: String,
     },
     /// Lists workers: holder, lease expiry, high-water, fencing epoch.
     Status {

@@ -19,7 +19,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Next(a) => next(a),
         Command::Decode(a) => decode(a),
-        Command::Authority(AuthorityCommand::Init { url }) => init(&url),
+        Command::Authority(AuthorityCommand::Init {
+            url,
+            new_deployment,
+        }) => init(&url, new_deployment),
+        Command::Authority(AuthorityCommand::Fence { url }) => grantid_authority::open(&url)
+            .and_then(|a| a.fence())
+            .map(|report| println!("{report}")),
         Command::Authority(AuthorityCommand::Status { url, namespace }) => {
             status(&url, namespace.as_deref())
         }
@@ -126,9 +132,14 @@ fn decode(a: DecodeArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn init(url: &str) -> Result<(), Error> {
+fn init(url: &str, new_deployment: bool) -> Result<(), Error> {
     let authority = grantid_authority::open(url)?;
-    println!("{}", authority.init()?);
+    let report = if new_deployment {
+        authority.init_new_deployment()?
+    } else {
+        authority.init()?
+    };
+    println!("{report}");
     Ok(())
 }
 

@@ -27,6 +27,23 @@
 --   free worker's high-water is ahead of the clock: retry)
 -- ARGV[1] = "release": 2 incarnation, 3 worker, 4 now_ms ("" = TIME)
 --   returns 1 if the lease was held by the incarnation and is now ended
+--
+-- State loss (docs/AUTHORITIES.md, "State loss"). KEYS[2] (KEYS[1] for
+-- "fence" and "new_deployment") = "grantid:store", a hash of the whole
+-- store: run_id (the server's INFO run_id when it last granted), epoch
+-- (+1 per quarantine), quarantine_until (Unix ms: no grant before it),
+-- reason. acquire takes 15 run_id, 16 max_lead_ms, 17 clock_skew_ms: a
+-- store without the hash (never used, or wiped: they look the same) or
+-- with another run_id (a restart, possibly from a stale snapshot, or a
+-- failover) is quarantined until now + max_lead + skew before anything is
+-- granted, and no grant ends more than max_lead after the server's clock,
+-- so every interval granted before a loss has ended when the quarantine
+-- does.
+-- ARGV[1] = "fence": 2 run_id, 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms:
+--   a new quarantine from now (the operator's command after a restore)
+-- ARGV[1] = "new_deployment": 2 run_id, 3 now_ms: creates the store hash
+--   without a quarantine if it is missing (the operator knows no ID was
+--   ever issued from this store); returns 1 if created
 
 local p = KEYS[1]
 local function fmt(x) return string.format('%.0f', x) end
@@ -49,6 +66,30 @@ local function worker_key(arg)
   local n = tonumber(arg)
   if not n or n < 0 or n ~= math.floor(n) then return nil end
   return fmt(n), n
+end
+
+-- Starts (or extends) a quarantine until ms + lead + skew.
+local function quarantine(sk, run_id, ms, lead, skew, reason)
+  local q = ms + lead + skew
+  local old = tonumber(redis.call('HGET', sk, 'quarantine_until') or '0')
+  if old > q then q = old end
+  redis.call('HINCRBY', sk, 'epoch', 1)
+  redis.call('HSET', sk, 'run_id', run_id, 'quarantine_until', fmt(q), 'reason', reason,
+             'since_ms', fmt(ms))
+  return q
+end
+
+if ARGV[1] == 'fence' then
+  local ms = now_ms(ARGV[5])
+  return fmt(quarantine(KEYS[1], ARGV[2], ms, tonumber(ARGV[3]), tonumber(ARGV[4]),
+                        'fenced by the operator'))
+end
+
+if ARGV[1] == 'new_deployment' then
+  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+  redis.call('HSET', KEYS[1], 'run_id', ARGV[2], 'epoch', '1', 'quarantine_until', '0',
+             'reason', 'new deployment (operator)', 'since_ms', fmt(now_ms(ARGV[3])))
+  return 1
 end
 
 if ARGV[1] == 'release' then
@@ -105,6 +146,25 @@ end
 -- Authority time: the server's clock, in ticks of the layout.
 local ms = now_ms(ARGV[13])
 local now = ticks(ms, epoch, tick)
+
+-- State loss: nothing is granted from a store that may have lost grants
+-- until every interval granted before the loss has ended.
+local sk, run_id = KEYS[2], ARGV[15]
+local max_lead, skew = tonumber(ARGV[16]), tonumber(ARGV[17])
+local st = redis.call('HMGET', sk, 'run_id', 'quarantine_until', 'reason')
+local q = tonumber(st[2] or '0')
+if not st[1] then
+  q = quarantine(sk, run_id, ms, max_lead, skew,
+                 'the store had no grantid state (never used, or lost)')
+elseif st[1] ~= run_id then
+  q = quarantine(sk, run_id, ms, max_lead, skew, string.format(
+    'the server\'s run_id changed from %s to %s (a restart or a failover)', st[1], run_id))
+end
+if ms < q then
+  local why = redis.call('HGET', sk, 'reason')
+  return {'wait', string.format('quarantine: %s; no grant before Unix ms %s (%s ms from now), ' ..
+    'when every interval granted before it has ended', why, fmt(q), fmt(q - ms))}
+end
 
 local w
 if want ~= '' then
@@ -179,6 +239,13 @@ local start = math.max(hw, now, not_before)
 local stop = math.min(start + duration, limit)
 if start >= stop then
   return {'lost', string.format('worker %s has no timestamp space left (high-water %s)', ws, fmt(hw))}
+end
+-- The bounded lead: no grant ends more than max_lead after the clock.
+local lead_end = now + math.floor(max_lead / tick)
+if stop > lead_end then stop = lead_end end
+if start >= stop then
+  return {'wait', string.format('worker %s: a grant from tick %s would end more than max_lead ' ..
+    '(%s ms) after the clock', ws, fmt(start), fmt(max_lead))}
 end
 fencing = fencing + 1
 local expiry = stop + grace

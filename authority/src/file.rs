@@ -1,4 +1,4 @@
-//! The file authority: [`grantid::Allocator`] kept in a `flock`-guarded JSON
+//! The file authority: [`grantid::Allocator`] kept in a lock-guarded JSON
 //! state file, for the processes of one host.
 //!
 //! Each `acquire` locks the file, reads it, applies the rule, writes the new
@@ -284,6 +284,7 @@ impl FileAuthority {
 
 impl GrantSource for FileAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let (locked, mut state) = self.lock()?;
         let now_ms = self.clock.now_ms();
         let layout = request.layout;

@@ -36,7 +36,7 @@ pub(crate) struct ForkLocal<T: Default> {
 }
 
 impl<T: Default> ForkLocal<T> {
-    pub(crate) fn new() -> ForkLocal<T> {
+    pub(crate) const fn new() -> ForkLocal<T> {
         ForkLocal {
             current: AtomicPtr::new(ptr::null_mut()),
         }

@@ -14,7 +14,7 @@
 //!
 //! | URL | backend | scope |
 //! |---|---|---|
-//! | `file:PATH`, `file:` | a `flock`-guarded state file ([`FileAuthority`]) | one host, any number of processes |
+//! | `file:PATH`, `file:` | a lock-guarded state file ([`FileAuthority`]) | one host, any number of processes |
 //! | `postgres://...` | one PL/pgSQL function ([`PgAuthority`]) | a fleet |
 //! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
 //! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
@@ -30,23 +30,33 @@
 //!   `end` in the same atomic step, the grant recorded;
 //! * a retry of the same (incarnation, request_id) gets the recorded grant;
 //! * renewing a worker held by another live incarnation is
-//!   [`GrantError::Lost`](grantid::GrantError::Lost); expired leases are
-//!   recycled, never-used workers first, then the longest-expired;
-//! * a namespace is registered with its layout; another layout is refused;
+//!   [`GrantError::Lost`](grantid::GrantError::Lost); free and expired
+//!   workers are chosen by one order (never-used, then usable now, then
+//!   released before expired, longest first), and a first grant more than
+//!   100 ms ahead of the clock is `Unavailable` (docs/AUTHORITIES.md, "Which
+//!   worker");
+//! * a namespace is registered with its layout; another layout, a worker
+//!   outside it, an unstorable namespace or an unsafe server setting is
+//!   [`GrantError::Refused`](grantid::GrantError::Refused), which fails a
+//!   generator's start-up at once;
 //! * the high-water mark never moves back, even when the authority's clock
 //!   does.
 //!
 //! Properties:
 //!
 //! * **Thread-safe**: every source is `Send + Sync`.
-//! * **Never a hang**: connecting, each statement and each lock wait are
-//!   bounded by `timeout_ms` (default 3 s); past it the answer is
-//!   `Unavailable`.
+//! * **Never a hang**: every call has a client-side deadline of about
+//!   `timeout_ms` (default 3 s), even against a frozen server; past it the
+//!   answer is `Unavailable` (docs/AUTHORITIES.md, "Deadlines").
+//! * **Durable or refused**: PostgreSQL grants commit with
+//!   `synchronous_commit` at least `on`; a PostgreSQL server without `fsync`
+//!   and a Redis server with an evicting `maxmemory-policy` are refused
+//!   (docs/AUTHORITIES.md, "Durability, per engine").
 //! * **Never a panic** on a bad server or URL: a malformed URL is
 //!   `InvalidArgument` from [`from_url`]; an unreachable server is
 //!   `Unavailable` from `acquire` (never from `from_url`).
 //! * **Fork-safe**: a `fork()` child opens its own connection; it never
-//!   reuses (nor closes) its parent's.
+//!   reuses (nor closes) its parent's, and never inherits the file lock.
 #![warn(missing_docs)]
 
 use grantid::{Error, GrantSource};
@@ -80,8 +90,9 @@ pub use redis_backend::{LUA_V1, RedisAuthority};
 pub use static_worker::StaticAuthority;
 pub use status::WorkerStatus;
 pub use url::{
-    AuthorityUrl, DEFAULT_LEASE_GRACE_MS, DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options,
-    Target, default_file_path, parse as parse_url, trailing_ordinal,
+    AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
+    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Target, default_file_path,
+    parse as parse_url, trailing_ordinal,
 };
 
 /// The default authority URL: the file authority at [`default_file_path`].
@@ -93,6 +104,15 @@ pub fn default_url() -> String {
     format!("file:{}", default_file_path().display())
 }
 
+/// The namespace check of the generator's builder
+/// ([`grantid::check_namespace`]), for requests that reach an authority
+/// directly (a host's own grant loop): a name no authority can store is a
+/// permanent refusal, never a retry.
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
+    grantid::check_namespace(namespace)
+        .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
+}
+
 /// A grant source that can also set itself up and report its state.
 pub trait Authority: GrantSource {
     /// Creates what the backend needs (PostgreSQL schema and function,
@@ -102,6 +122,25 @@ pub trait Authority: GrantSource {
 
     /// Every worker record (of `namespace`, or of all namespaces).
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error>;
+
+    /// Like [`Authority::init`], and declares the store new: if it holds no
+    /// grantid state yet, it is created without the quarantine a store
+    /// that may have lost state gets (the operator promises that no ID was
+    /// ever issued from it). Authorities without quarantine just `init`.
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        self.init()
+    }
+
+    /// Starts a quarantine from now: no grant until every interval that may
+    /// have been granted before has ended (the operator's command after a
+    /// restore or failover the authority cannot detect). Returns a one-line
+    /// description.
+    fn fence(&self) -> Result<String, Error> {
+        Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            "this authority has no quarantine to start (see docs/AUTHORITIES.md, \"State loss\")",
+        ))
+    }
 }
 
 /// Opens the authority named by `url` (see the table above). Only parsing

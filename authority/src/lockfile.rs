@@ -1,27 +1,49 @@
-//! A state file shared by the processes of one host: an exclusive `flock`
-//! on a sibling `.lock` file, and atomic replacement (temp file, `fsync`,
-//! `rename`, `fsync` of the directory), so a crash leaves either the old or
-//! the new state, never a torn one.
+//! A state file shared by the processes of one host: an exclusive POSIX
+//! record lock (`fcntl(F_SETLK)`) on a sibling `.lock` file, and atomic
+//! replacement (temp file, `fsync`, `rename`, `fsync` of the directory), so
+//! a crash leaves either the old or the new state, never a torn one.
+//!
+//! Why POSIX record locks and not `flock`: a record lock belongs to the
+//! process, and a `fork()` child never inherits it. An `flock` belongs to
+//! the open file description, which a child shares: a child forked while
+//! the lock was held (or while it was being waited for) kept it for its
+//! whole life. Record locks do not exclude the threads of one process, so
+//! each process also keeps a table of the lock paths it holds (one per
+//! process id: a child starts with an empty table).
+//!
+//! After the lock is taken the path is checked to still name the locked
+//! file: if it was unlinked (a temporary-file cleaner) or replaced, the lock
+//! guards nothing and is taken again on the file the path names now.
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use grantid::GrantError;
 
-/// An exclusive lock on a state file, released when dropped (the lock file
-/// is closed). It is held inside a fork section: a `fork()` waits until it is
-/// released, so a child never inherits a descriptor that holds the lock (it
-/// would hold it for good, since the thread that would release it does not
-/// exist in the child).
+use crate::forklocal::ForkLocal;
+
+/// The lock paths this process holds (see the module docs).
+static HELD: ForkLocal<HashSet<PathBuf>> = ForkLocal::new();
+
+/// An exclusive lock on a state file, released when dropped.
 #[derive(Debug)]
 pub(crate) struct Locked {
-    // Field order is drop order: unlock, then end the section.
-    _file: File,
-    _section: grantid_fork::Section,
+    file: File,
+    lock_path: PathBuf,
     path: PathBuf,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        // Closing the descriptor (after this) releases the record lock.
+        HELD.get().lock().remove(&self.lock_path);
+        let _ = &self.file;
+    }
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -34,6 +56,39 @@ fn unavailable(what: &str, path: &Path, e: impl std::fmt::Display) -> GrantError
     GrantError::Unavailable(format!("{what} {}: {e}", path.display()))
 }
 
+/// One non-blocking attempt at the record lock of `file`: `Ok(false)` when
+/// another process holds it.
+fn try_record_lock(file: &File) -> io::Result<bool> {
+    // SAFETY: an all-zero `flock` struct is a valid value; the fields that
+    // matter are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = 0;
+    fl.l_len = 0; // the whole file
+    // SAFETY: the descriptor belongs to `file`, open for the whole call;
+    // `fl` is a valid flock struct.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLK, &fl) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
+        _ => Err(err),
+    }
+}
+
+/// True when `path` still names the open `file` (same device and inode).
+fn still_named(file: &File, path: &Path) -> io::Result<bool> {
+    let open = file.metadata()?;
+    match fs::metadata(path) {
+        Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Takes the lock of `path`, waiting at most `timeout` (a holder that never
 /// lets go makes the answer `Unavailable`, never a hang).
 pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError> {
@@ -44,41 +99,59 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
             .map_err(|e| unavailable("cannot create the directory of", path, e))?;
     }
     let lp = lock_path(path);
-    // From before the open: a child forked between the open and the flock
-    // would share the open file description, and with it the lock, for as
-    // long as the child lives.
-    let section = grantid_fork::section();
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lp)
-        .map_err(|e| unavailable("cannot open", &lp, e))?;
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(200);
-    loop {
-        // SAFETY: the descriptor belongs to `file`, open for the whole call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Locked {
-                _file: file,
-                _section: section,
-                path: path.to_owned(),
-            });
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != ErrorKind::WouldBlock && err.raw_os_error() != Some(libc::EINTR) {
-            return Err(unavailable("cannot lock", &lp, err));
-        }
+    let timed_out = || {
+        GrantError::Unavailable(format!(
+            "{} stayed locked by another process or thread for more than {} ms",
+            lp.display(),
+            timeout.as_millis()
+        ))
+    };
+    let wait = |pause: &mut Duration| -> Result<(), GrantError> {
         if Instant::now() >= deadline {
-            return Err(GrantError::Unavailable(format!(
-                "{} stayed locked by another process for more than {} ms",
-                lp.display(),
-                timeout.as_millis()
-            )));
+            return Err(timed_out());
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
+        std::thread::sleep(*pause);
+        *pause = (*pause * 2).min(Duration::from_millis(10));
+        Ok(())
+    };
+    // First among the threads of this process...
+    while !HELD.get().lock().insert(lp.clone()) {
+        wait(&mut pause)?;
+    }
+    let release = |e: GrantError| {
+        HELD.get().lock().remove(&lp);
+        e
+    };
+    // ...then among processes.
+    loop {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lp)
+            .map_err(|e| release(unavailable("cannot open", &lp, e)))?;
+        loop {
+            match try_record_lock(&file) {
+                Ok(true) => break,
+                Ok(false) => wait(&mut pause).map_err(release)?,
+                Err(e) => return Err(release(unavailable("cannot lock", &lp, e))),
+            }
+        }
+        match still_named(&file, &lp) {
+            Ok(true) => {
+                return Ok(Locked {
+                    file,
+                    lock_path: lp,
+                    path: path.to_owned(),
+                });
+            }
+            // Unlinked or replaced while we waited: lock what the path names now.
+            Ok(false) => continue,
+            Err(e) => return Err(release(unavailable("cannot check", &lp, e))),
+        }
     }
 }
 
@@ -139,5 +212,138 @@ mod tests {
         drop(l);
         assert!(lock(&path, Duration::from_millis(20)).is_ok());
         let _ = fs::remove_dir_all(dir);
+    }
+
+    fn temp_state(tag: &str) -> PathBuf {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).unwrap();
+        std::env::temp_dir()
+            .join(format!("grantid-lockfile-{tag}-{}", std::process::id()))
+            .join(format!("{:x}.json", u64::from_le_bytes(b)))
+    }
+
+    /// Forks; the child runs `child` and exits with its result, which this
+    /// returns (from the child's exit status).
+    fn in_child(child: impl FnOnce() -> u8) -> u8 {
+        // SAFETY: the child only runs `child` and _exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let code = i32::from(child());
+            // SAFETY: ends the child without the parent's atexit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "child failed: {status}");
+        libc::WEXITSTATUS(status) as u8
+    }
+
+    #[test]
+    fn a_fork_child_never_keeps_the_lock() {
+        // Another process holds the lock for 12 s; a thread here waits for
+        // it; this process forks meanwhile (a fork waits at most 10 s for a
+        // lock section, so it happens during the wait). The child lives on
+        // after the thread took and released the lock: the lock must be
+        // free again for this process.
+        let path = temp_state("fork");
+        let holder = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                in_child(|| {
+                    let _l = lock(&path, Duration::from_secs(1)).unwrap();
+                    std::thread::sleep(Duration::from_secs(12));
+                    1
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let l = lock(&path, Duration::from_secs(20));
+                assert!(l.is_ok(), "{l:?}");
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let long_child = std::thread::spawn(|| {
+            in_child(|| {
+                std::thread::sleep(Duration::from_secs(14));
+                1
+            })
+        });
+        holder.join().unwrap();
+        waiter.join().unwrap();
+        let again = lock(&path, Duration::from_millis(1_000));
+        assert!(
+            again.is_ok(),
+            "a fork() child kept the lock after its parent released it: {again:?}"
+        );
+        drop(again);
+        long_child.join().unwrap();
+    }
+
+    #[test]
+    fn never_two_holders_when_the_lock_file_is_unlinked() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let path = temp_state("twice");
+        let lp = lock_path(&path);
+        let holders = std::sync::Arc::new(AtomicUsize::new(0));
+        let hold = |path: &Path, holders: &AtomicUsize, ms: u64| {
+            let l = lock(path, Duration::from_secs(3)).unwrap();
+            let n = holders.fetch_add(1, Ordering::SeqCst) + 1;
+            std::thread::sleep(Duration::from_millis(ms));
+            holders.fetch_sub(1, Ordering::SeqCst);
+            drop(l);
+            n
+        };
+        let first = lock(&path, Duration::from_secs(1)).unwrap();
+        holders.fetch_add(1, Ordering::SeqCst);
+        let other = {
+            let (path, holders) = (path.clone(), holders.clone());
+            std::thread::spawn(move || hold(&path, &holders, 300))
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        // A cleaner unlinks the lock file while it is held and waited for.
+        fs::remove_file(&lp).unwrap();
+        holders.fetch_sub(1, Ordering::SeqCst);
+        drop(first);
+        let mine = hold(&path, &holders, 300);
+        let theirs = other.join().unwrap();
+        assert_eq!((mine, theirs), (1, 1), "two holders at once");
+    }
+
+    #[test]
+    fn a_lock_file_unlinked_while_waited_for_is_locked_again() {
+        let path = temp_state("unlink");
+        let lp = lock_path(&path);
+        let first = lock(&path, Duration::from_secs(1)).unwrap();
+        // The child opens the lock file and waits for it.
+        let got = {
+            let child_path = path.clone();
+            let lp2 = lp.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                let b =
+                    in_child(|| u8::from(lock(&child_path, Duration::from_millis(1_500)).is_ok()));
+                tx.send(b).unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            // A cleaner unlinks the lock file; this process then locks a new
+            // one at the same path and holds it past the child's timeout.
+            fs::remove_file(&lp2).unwrap();
+            drop(first);
+            let second = lock(&path, Duration::from_secs(1)).unwrap();
+            std::thread::sleep(Duration::from_millis(2_000));
+            drop(second);
+            let b = rx.recv().unwrap();
+            waiter.join().unwrap();
+            b
+        };
+        assert_eq!(
+            got, 0,
+            "the child held the unlinked lock file while this process held the new one"
+        );
     }
 }

@@ -25,8 +25,7 @@ use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The schema and functions (authority/sql/v1.sql; schema version
-/// [`SCHEMA_VERSION`]).
+/// The schema and functions (authority/sql/v1.sql; schema version 2).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
@@ -286,6 +285,7 @@ fn layout_params(l: &Layout) -> [i64; 5] {
 
 impl GrantSource for PgAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > 62
             || l.epoch_ms() > i64::MAX as u64

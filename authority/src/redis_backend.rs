@@ -28,8 +28,12 @@ pub struct RedisAuthority {
     options: Options,
     script: Script,
     clock: Option<Arc<dyn Clock>>,
-    conn: ForkLocal<Option<Connection>>,
+    conn: ForkLocal<Option<(Connection, String)>>,
 }
+
+/// The key of the store-wide state-loss record (docs/AUTHORITIES.md, "State
+/// loss").
+pub const STORE_KEY: &str = "grantid:store";
 
 impl std::fmt::Debug for RedisAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,7 +78,8 @@ impl RedisAuthority {
         self
     }
 
-    fn connect(&self) -> Result<Connection, GrantError> {
+    /// Connects, checks the server's settings, and reads its `run_id`.
+    fn connect(&self) -> Result<(Connection, String), GrantError> {
         let t = self.options.timeout;
         let con = self
             .client
@@ -85,19 +90,29 @@ impl RedisAuthority {
             .map_err(|e| unavailable("cannot set timeouts", e))?;
         let mut con = con;
         check_persistence(&mut con)?;
-        Ok(con)
+        let server: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut con)
+            .map_err(|e| unavailable("INFO server failed", e))?;
+        let run_id = server
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| GrantError::Refused("redis: INFO server reports no run_id".into()))?;
+        Ok((con, run_id))
     }
 
     fn with_conn<T>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, GrantError>,
+        f: impl FnOnce(&mut Connection, &str) -> Result<T, GrantError>,
     ) -> Result<T, GrantError> {
         let mut slot = self.conn.get().lock();
         if slot.is_none() {
             *slot = Some(self.connect()?);
         }
-        let con = slot.as_mut().expect("connected above");
-        let result = f(con);
+        let (con, run_id) = slot.as_mut().expect("connected above");
+        let result = f(con, run_id);
         if matches!(result, Err(GrantError::Unavailable(_))) {
             *slot = None;
         }
@@ -165,6 +180,7 @@ fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
 
 impl GrantSource for RedisAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > MAX_TIMESTAMP_BITS
             || l.epoch_ms() > 1 << 53
@@ -182,6 +198,7 @@ impl GrantSource for RedisAuthority {
             .min(1 << 40);
         let mut invocation = self.script.key(key_prefix(&request.namespace));
         invocation
+            .key(STORE_KEY)
             .arg("acquire")
             .arg(request.incarnation.to_string())
             .arg(request.request_id.to_string())
@@ -196,8 +213,11 @@ impl GrantSource for RedisAuthority {
             .arg(grace)
             .arg(self.now_arg())
             .arg(self.options.log_max);
-        let reply: Vec<String> = self.with_conn(|c| {
+        let reply: Vec<String> = self.with_conn(|c, run_id| {
             invocation
+                .arg(run_id)
+                .arg(self.options.max_lead_ms)
+                .arg(self.options.clock_skew_ms)
                 .invoke(c)
                 .map_err(|e| unavailable("script failed", e))
         })?;
@@ -234,7 +254,7 @@ impl GrantSource for RedisAuthority {
             .arg(last.incarnation.to_string())
             .arg(last.worker.to_string())
             .arg(self.now_arg());
-        let _ = self.with_conn(|c| {
+        let _ = self.with_conn(|c, _| {
             invocation
                 .invoke::<i64>(c)
                 .map_err(|e| unavailable("release failed", e))
@@ -245,7 +265,7 @@ impl GrantSource for RedisAuthority {
 impl Authority for RedisAuthority {
     fn init(&self) -> Result<String, Error> {
         let (sha, settings) = self
-            .with_conn(|c| {
+            .with_conn(|c, _| {
                 let sha: String = redis::cmd("SCRIPT")
                     .arg("LOAD")
                     .arg(LUA_V1)
@@ -258,8 +278,49 @@ impl Authority for RedisAuthority {
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
-        self.with_conn(|c| read_status(c, namespace))
+        self.with_conn(|c, _| read_status(c, namespace))
             .map_err(Error::from)
+    }
+
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        let report = self.init()?;
+        let created: i64 = self
+            .with_conn(|c, run_id| {
+                self.script
+                    .key(STORE_KEY)
+                    .arg("new_deployment")
+                    .arg(run_id)
+                    .arg(self.now_arg())
+                    .invoke(c)
+                    .map_err(|e| unavailable("new_deployment failed", e))
+            })
+            .map_err(Error::from)?;
+        Ok(if created == 1 {
+            format!("{report}; declared a new deployment: no quarantine")
+        } else {
+            format!("{report}; the store already holds grantid state: nothing declared")
+        })
+    }
+
+    fn fence(&self) -> Result<String, Error> {
+        let until: String = self
+            .with_conn(|c, run_id| {
+                self.script
+                    .key(STORE_KEY)
+                    .arg("fence")
+                    .arg(run_id)
+                    .arg(self.options.max_lead_ms)
+                    .arg(self.options.clock_skew_ms)
+                    .arg(self.now_arg())
+                    .invoke(c)
+                    .map_err(|e| unavailable("fence failed", e))
+            })
+            .map_err(Error::from)?;
+        Ok(format!(
+            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
+             before every interval granted so far has ended",
+            self.options.max_lead_ms, self.options.clock_skew_ms
+        ))
     }
 }
 

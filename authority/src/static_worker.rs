@@ -240,6 +240,7 @@ impl StaticAuthority {
 
 impl GrantSource for StaticAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
         if self.state.is_none() && std::process::id() != self.owner_pid {
             return Err(GrantError::Lost(format!(
                 "static worker {} without a state file belongs to process {}; a forked \

@@ -12,6 +12,14 @@ use grantid::{Error, ErrorKind};
 pub const DEFAULT_LEASE_GRACE_MS: u64 = 5_000;
 /// Default bound on one authority call (connect, statement, lock wait).
 pub const DEFAULT_TIMEOUT_MS: u64 = 3_000;
+/// Default bound on how far after the authority's clock a grant may end
+/// (`max_lead_ms`): the generator's default horizon (5 s) plus its default
+/// grant (1 s) plus 1 s. After a state loss the authority waits this long
+/// (plus the clock-skew allowance) before granting again.
+pub const DEFAULT_MAX_LEAD_MS: u64 = 7_000;
+/// Default allowance for the difference between the clocks an authority
+/// has used across a loss (a failover to another server), in ms.
+pub const DEFAULT_CLOCK_SKEW_MS: u64 = 1_000;
 /// Default cap on the Redis grant log stream (approximate, `XADD MAXLEN ~`).
 pub const DEFAULT_REDIS_LOG_MAX: u64 = 1_000_000;
 
@@ -49,6 +57,12 @@ pub struct Options {
     /// `log_max` (Redis): approximate length cap of the grant log stream;
     /// 0 keeps every entry.
     pub log_max: u64,
+    /// `max_lead_ms` (Redis): no grant ends more than this after the
+    /// authority's clock; the quarantine after a state loss lasts this long
+    /// plus `clock_skew_ms`.
+    pub max_lead_ms: u64,
+    /// `clock_skew_ms` (Redis): added to every quarantine.
+    pub clock_skew_ms: u64,
 }
 
 impl Default for Options {
@@ -57,6 +71,8 @@ impl Default for Options {
             lease_grace_ms: DEFAULT_LEASE_GRACE_MS,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             log_max: DEFAULT_REDIS_LOG_MAX,
+            max_lead_ms: DEFAULT_MAX_LEAD_MS,
+            clock_skew_ms: DEFAULT_CLOCK_SKEW_MS,
         }
     }
 }
@@ -269,7 +285,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
                             url,
                             format!(
                                 "unknown option {k:?} (grantid: lease_grace_ms, timeout_ms, \
-                                 log_max; the Redis driver: {})",
+                                 log_max, max_lead_ms, clock_skew_ms; the Redis driver: {})",
                                 REDIS_DRIVER_OPTIONS.join(", ")
                             ),
                         ));
@@ -362,6 +378,14 @@ fn apply_option(url: &str, key: &str, value: &str, options: &mut Options) -> Res
             options.timeout = Duration::from_millis(ms);
         }
         "log_max" => options.log_max = number()?,
+        "max_lead_ms" => {
+            let ms = number()?;
+            if ms == 0 {
+                return Err(invalid(url, "max_lead_ms must be at least 1"));
+            }
+            options.max_lead_ms = ms;
+        }
+        "clock_skew_ms" => options.clock_skew_ms = number()?,
         _ => return Ok(false),
     }
     Ok(true)

@@ -279,8 +279,16 @@ fn redis_script_checks_the_lease_under_the_normalised_worker() {
         .unwrap()
         .get_connection()
         .unwrap();
+    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+    let run_id = info
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .unwrap()
+        .trim()
+        .to_owned();
     let reply: Vec<String> = redis::Script::new(grantid_authority::LUA_V1)
         .key(format!("grantid:{{{ns}}}"))
+        .key("grantid:store")
         .arg("acquire")
         .arg("2")
         .arg("1")
@@ -295,10 +303,41 @@ fn redis_script_checks_the_lease_under_the_normalised_worker() {
         .arg(50)
         .arg("")
         .arg(0)
+        .arg(run_id)
+        .arg(7_000)
+        .arg(1_000)
         .invoke(&mut con)
         .unwrap();
     assert_eq!(
         reply[0], "lost",
         "worker \"01\" is worker 1, held by {a:?}: {reply:?}"
     );
+}
+
+#[test]
+fn a_namespace_no_authority_can_store_is_refused_at_once() {
+    let e = Generator::builder(small_layout(), "a\0b", MemoryAuthority::new())
+        .start()
+        .err()
+        .map(|e| (e.kind(), e.message().to_owned()));
+    assert!(
+        matches!(e, Some((ErrorKind::InvalidArgument, ref m)) if m.contains("contains")),
+        "{e:?}"
+    );
+    let mut urls = vec![
+        format!("file:{}", temp_path("nul").display()),
+        "static:1".into(),
+    ];
+    urls.extend(common::postgres_url());
+    urls.extend(common::redis_url());
+    for url in urls {
+        let r =
+            from_url(&url)
+                .unwrap()
+                .acquire(&request("a\0b", 1, 1, None, 0, 10, small_layout()));
+        assert!(
+            matches!(r, Err(GrantError::Refused(ref m)) if m.contains("contains")),
+            "{url}: {r:?}"
+        );
+    }
 }

@@ -196,3 +196,28 @@ test('a blocked event loop stalls renewal but no ID passes the grants', async ()
     gen.close()
   }
 })
+
+test('a promise that never settles is not called again on every retry', async () => {
+  let calls = 0
+  const kept = []
+  const source = () => {
+    calls++
+    // Kept alive, as a request stuck on a socket would be: every call's
+    // handlers live as long as its promise.
+    const p = new Promise(() => {})
+    kept.push(p)
+    return p
+  }
+  await assert.rejects(
+    Generator.start({
+      grantSource: source,
+      namespace: 'never-v1',
+      sourceTimeoutMs: 20,
+      startupTimeoutMs: 600,
+      backoffMinMs: 1,
+      backoffMaxMs: 2,
+    }),
+    (e) => e.code === 'UNAVAILABLE' && /never settle/.test(e.message),
+  )
+  assert.equal(calls, 1, `the source was called ${calls} times while its promise was pending`)
+})

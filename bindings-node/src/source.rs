@@ -7,9 +7,19 @@
 //! is a confirmed loss; anything else, a timeout included, is "unavailable".
 //! A blocked event loop therefore stalls renewal, and the core keeps every ID
 //! inside the committed grants meanwhile.
+//!
+//! A call that has not settled within the timeout stays pending: the next
+//! retries wait for its answer (which serves the retry of the same request)
+//! instead of calling the function again. Each call attaches handlers to
+//! its promise that live as long as the promise: calling again on every
+//! retry leaked one closure per retry while a promise never settled. A
+//! promise still pending after [`ABANDON_AFTER`] is given up, and the
+//! function is called again (a promise that never settles then costs one
+//! small closure per [`ABANDON_AFTER`]).
 
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::time::{Duration, Instant};
 
 use grantid::{Grant, GrantError, GrantRequest, GrantSource};
 use napi::bindgen_prelude::{
@@ -59,15 +69,40 @@ pub type LostFn = ThreadsafeFunction<LeaseLost, Unknown<'static>, LeaseLost, Sta
 
 type Answer = Result<Grant, GrantError>;
 
+/// How long a call that has not settled is waited for before the function
+/// is called again.
+pub const ABANDON_AFTER: Duration = Duration::from_secs(30);
+
+/// A call that has not settled: its request, when it was made, and where
+/// its answer will arrive.
+struct Pending {
+    key: (u64, u64),
+    since: Instant,
+    answer: Receiver<Answer>,
+}
+
 /// A JS function as a [`GrantSource`].
 pub struct JsSource {
     function: SourceFn,
     timeout: Duration,
+    pending: Mutex<Option<Pending>>,
 }
 
 impl JsSource {
     pub fn new(function: SourceFn, timeout: Duration) -> JsSource {
-        JsSource { function, timeout }
+        JsSource {
+            function,
+            timeout,
+            pending: Mutex::new(None),
+        }
+    }
+
+    fn unsettled(&self) -> GrantError {
+        GrantError::Unavailable(format!(
+            "the grant source did not answer within {} ms (is the event loop blocked, or \
+             does its promise never settle?)",
+            self.timeout.as_millis()
+        ))
     }
 }
 
@@ -91,6 +126,20 @@ fn to_js(request: &GrantRequest) -> JsGrantRequest {
 
 impl GrantSource for JsSource {
     fn acquire(&self, request: &GrantRequest) -> Answer {
+        let key = (request.incarnation, request.request_id);
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pending.take() {
+            match p.answer.recv_timeout(self.timeout) {
+                Ok(answer) if p.key == key => return answer,
+                // An answer to an older request: the generator moved on.
+                Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
+                Err(RecvTimeoutError::Timeout) if p.since.elapsed() < ABANDON_AFTER => {
+                    *pending = Some(p);
+                    return Err(self.unsettled());
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
         let (tx, rx) = mpsc::sync_channel::<Answer>(1);
         let status = self.function.call_with_return_value(
             to_js(request),
@@ -107,10 +156,14 @@ impl GrantSource for JsSource {
         }
         match rx.recv_timeout(self.timeout) {
             Ok(answer) => answer,
-            Err(RecvTimeoutError::Timeout) => Err(GrantError::Unavailable(format!(
-                "the grant source did not answer within {} ms (is the event loop blocked?)",
-                self.timeout.as_millis()
-            ))),
+            Err(RecvTimeoutError::Timeout) => {
+                *pending = Some(Pending {
+                    key,
+                    since: Instant::now(),
+                    answer: rx,
+                });
+                Err(self.unsettled())
+            }
             Err(RecvTimeoutError::Disconnected) => Err(GrantError::Unavailable(
                 "the grant source's promise was dropped without settling".into(),
             )),

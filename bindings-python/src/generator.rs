@@ -41,7 +41,11 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 
 /// The grant source from `grant_source`: an authority URL, a
 /// `MemoryAuthority`, a callable, or an object with `acquire`.
-fn make_source(py: Python<'_>, grant_source: &Bound<'_, PyAny>) -> PyResult<Box<dyn GrantSource>> {
+fn make_source(
+    py: Python<'_>,
+    grant_source: &Bound<'_, PyAny>,
+    source_timeout: Duration,
+) -> PyResult<Box<dyn GrantSource>> {
     if let Ok(url) = grant_source.cast::<PyString>() {
         let url = url.to_cow()?.into_owned();
         return py.detach(|| crate::url::from_url(&url)).map_err(to_pyerr);
@@ -49,7 +53,7 @@ fn make_source(py: Python<'_>, grant_source: &Bound<'_, PyAny>) -> PyResult<Box<
     if let Ok(memory) = grant_source.cast::<PyMemoryAuthority>() {
         return Ok(Box::new(memory.get().0.clone()));
     }
-    match PySource::new(grant_source) {
+    match PySource::new(grant_source, source_timeout) {
         Some(source) => Ok(Box::new(source)),
         None => Err(invalid(format!(
             "grant_source must be an authority URL (str), a callable (request) -> grant, or an object with acquire(request); got {}",
@@ -86,6 +90,7 @@ impl PyGenerator {
         shards = None,
         fork_policy = "reactivate",
         clock = None,
+        source_timeout = crate::source::DEFAULT_SOURCE_TIMEOUT_S,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -105,7 +110,12 @@ impl PyGenerator {
         shards: Option<usize>,
         fork_policy: &str,
         clock: Option<&Bound<'_, PyManualClock>>,
+        source_timeout: f64,
     ) -> PyResult<Self> {
+        let source_timeout = seconds("source_timeout", source_timeout)?;
+        if source_timeout.is_zero() {
+            return Err(invalid("source_timeout must be more than 0 seconds"));
+        }
         let layout = layout.map_or_else(grantid::Layout::default, |l| l.get().0);
         let fork_policy = match fork_policy {
             "reactivate" => ForkPolicy::Reactivate,
@@ -116,19 +126,22 @@ impl PyGenerator {
                 )));
             }
         };
-        let mut builder =
-            grantid::Generator::builder(layout, namespace, make_source(py, grant_source)?)
-                .max_drift_ms(max_drift_ms)
-                .startup_timeout(seconds("startup_timeout", startup_timeout)?)
-                .max_wait(seconds("max_wait", max_wait)?)
-                .max_batch(max_batch)
-                .grant_duration_ms(grant_duration_ms)
-                .horizon_ms(horizon_ms)
-                .backoff(
-                    seconds("backoff_min", backoff_min)?,
-                    seconds("backoff_max", backoff_max)?,
-                )
-                .fork_policy(fork_policy);
+        let mut builder = grantid::Generator::builder(
+            layout,
+            namespace,
+            make_source(py, grant_source, source_timeout)?,
+        )
+        .max_drift_ms(max_drift_ms)
+        .startup_timeout(seconds("startup_timeout", startup_timeout)?)
+        .max_wait(seconds("max_wait", max_wait)?)
+        .max_batch(max_batch)
+        .grant_duration_ms(grant_duration_ms)
+        .horizon_ms(horizon_ms)
+        .backoff(
+            seconds("backoff_min", backoff_min)?,
+            seconds("backoff_max", backoff_max)?,
+        )
+        .fork_policy(fork_policy);
         if let Some(callback) = on_lease_lost {
             if !callback.is_callable() {
                 return Err(invalid("on_lease_lost must be callable"));

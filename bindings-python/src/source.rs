@@ -5,8 +5,18 @@
 //! the GIL held. A `grantid.LeaseLost` raised by the callable is a confirmed
 //! loss; any other exception, and a missing or mistyped grant field, is
 //! uncertain: logged on the `grantid` logger and retried by the core.
+//!
+//! The callable runs on a helper thread and the renewal thread waits for it
+//! at most `source_timeout`: a callable that blocks (a socket without a
+//! timeout) makes the answer uncertain instead of stopping renewal, start-up
+//! and `close()` with it. Python cannot interrupt the call, so while it has
+//! not returned no new call is made (each retry waits for it again); when
+//! it returns, its answer serves the retry of the same request.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use grantid::{ErrorKind, Grant, GrantError, GrantRequest, GrantSource, LeaseLostEvent};
 use pyo3::prelude::*;
@@ -51,9 +61,30 @@ pub(crate) fn log(py: Python<'_>, level: &str, message: &str, exc: Option<&PyErr
     }
 }
 
+/// The default bound on one call of a Python grant source, in seconds (the
+/// Node binding's `sourceTimeoutMs` default).
+pub(crate) const DEFAULT_SOURCE_TIMEOUT_S: f64 = 2.0;
+
+type Answer = Result<Grant, GrantError>;
+
+/// A call that did not return within the timeout: its request and where
+/// its answer will arrive.
+struct Pending {
+    pid: u32,
+    key: (u64, u64),
+    answer: Receiver<Answer>,
+}
+
 /// A grant source made of a Python callable `(GrantRequest) -> Grant | dict`
-/// and an optional `release(Grant)`.
+/// and an optional `release(Grant)`, each call bounded by a timeout.
 pub(crate) struct PySource {
+    calls: Arc<PyCalls>,
+    timeout: Duration,
+    pending: Mutex<Option<Pending>>,
+}
+
+/// The callables themselves.
+struct PyCalls {
     acquire: Py<PyAny>,
     release: Option<Py<PyAny>>,
 }
@@ -61,7 +92,8 @@ pub(crate) struct PySource {
 impl PySource {
     /// `source` is a callable, or an object with an `acquire` method; a
     /// `release` method is called (best effort) when the generator closes.
-    pub(crate) fn new(source: &Bound<'_, PyAny>) -> Option<PySource> {
+    /// Each `acquire` call is awaited at most `timeout`.
+    pub(crate) fn new(source: &Bound<'_, PyAny>, timeout: Duration) -> Option<PySource> {
         let acquire = match source.getattr("acquire") {
             Ok(m) if m.is_callable() => m,
             _ if source.is_callable() => source.clone(),
@@ -73,11 +105,90 @@ impl PySource {
             .filter(|m| m.is_callable())
             .map(Bound::unbind);
         Some(PySource {
-            acquire: acquire.unbind(),
-            release,
+            calls: Arc::new(PyCalls {
+                acquire: acquire.unbind(),
+                release,
+            }),
+            timeout,
+            pending: Mutex::new(None),
         })
     }
 
+    /// Calls the source on a helper thread; waits at most the timeout.
+    ///
+    /// The pending call is kept under a lock taken only for an instant and
+    /// only with `try_lock`: a `fork()` child inherits the lock in whatever
+    /// state the parent's renewal thread left it, and a pending call of the
+    /// parent (whose thread does not exist in the child) is ignored there.
+    fn bounded_acquire(&self, request: &GrantRequest) -> Answer {
+        let key = (request.incarnation, request.request_id);
+        let pid = std::process::id();
+        let earlier = self
+            .pending
+            .try_lock()
+            .ok()
+            .and_then(|mut p| p.take())
+            .filter(|p| p.pid == pid);
+        if let Some(p) = earlier {
+            match p.answer.recv_timeout(self.timeout) {
+                Ok(answer) if p.key == key => return answer,
+                // An answer to an older request: the generator moved on.
+                Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    self.keep_pending(p);
+                    return Err(GrantError::Unavailable(format!(
+                        "the grant source has still not returned from an earlier call \
+                         (source_timeout {:.3} s); no new call until it does",
+                        self.timeout.as_secs_f64()
+                    )));
+                }
+            }
+        }
+        let (tx, rx) = mpsc::sync_channel::<Answer>(1);
+        let calls = Arc::clone(&self.calls);
+        let owned = request.clone();
+        let spawned = std::thread::Builder::new()
+            .name("grantid-py-source".into())
+            .spawn(move || {
+                let answer = with_python(|py| calls.call(py, &owned)).unwrap_or_else(|| {
+                    Err(GrantError::Unavailable(
+                        "the Python interpreter is shutting down".to_owned(),
+                    ))
+                });
+                let _ = tx.send(answer);
+            });
+        if let Err(e) = spawned {
+            return Err(GrantError::Unavailable(format!(
+                "cannot start a thread for the grant source: {e}"
+            )));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(answer) => answer,
+            Err(RecvTimeoutError::Timeout) => {
+                self.keep_pending(Pending {
+                    pid,
+                    key,
+                    answer: rx,
+                });
+                Err(GrantError::Unavailable(format!(
+                    "the grant source did not return within source_timeout ({:.3} s)",
+                    self.timeout.as_secs_f64()
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(GrantError::Unavailable(
+                "the grant source's thread ended without an answer".into(),
+            )),
+        }
+    }
+
+    fn keep_pending(&self, p: Pending) {
+        if let Ok(mut slot) = self.pending.try_lock() {
+            *slot = Some(p);
+        }
+    }
+}
+
+impl PyCalls {
     /// Calls the source inside `grantid._forkguard.GUARD`, so that `fork()`
     /// never splits a call in two.
     fn call(&self, py: Python<'_>, request: &GrantRequest) -> Result<Grant, GrantError> {
@@ -140,15 +251,16 @@ fn describe(py: Python<'_>, err: &PyErr) -> String {
 
 impl GrantSource for PySource {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        with_python(|py| self.call(py, request)).unwrap_or_else(|| {
-            Err(GrantError::Unavailable(
+        if SHUTTING_DOWN.load(Ordering::SeqCst) {
+            return Err(GrantError::Unavailable(
                 "the Python interpreter is shutting down".to_owned(),
-            ))
-        })
+            ));
+        }
+        self.bounded_acquire(request)
     }
 
     fn release(&self, last: &Grant) {
-        let Some(release) = &self.release else {
+        let Some(release) = &self.calls.release else {
             return;
         };
         with_python(|py| {

@@ -177,3 +177,43 @@ def test_lost_worker_calls_on_lease_lost_and_moves_to_a_new_worker() -> None:
         assert new_id is not None
         assert g.decode(new_id).worker != worker
         assert g.stats()["lease_losses"] >= 1
+
+
+def test_a_source_that_never_returns_is_bounded_by_source_timeout() -> None:
+    release = threading.Event()
+    calls: List[int] = []
+
+    def stuck(request: grantid.GrantRequest) -> Dict[str, Any]:
+        calls.append(request.request_id)
+        release.wait(30)
+        return good(request)
+
+    outcome: Dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            grantid.Generator(stuck, namespace="stuck", source_timeout=0.2, **FAST)
+        except grantid.GrantIdError as e:
+            outcome["error"] = e
+
+    t = threading.Thread(target=start, daemon=True)
+    t.start()
+    t.join(5)
+    try:
+        assert not t.is_alive(), "start-up stayed blocked in the grant source"
+        assert isinstance(outcome.get("error"), grantid.Unavailable), outcome
+        assert "source_timeout" in str(outcome["error"])
+        assert len(calls) == 1, "a new call was made while the first had not returned"
+    finally:
+        release.set()
+
+
+def test_a_slow_answer_serves_the_retry_of_its_request() -> None:
+    def slow(request: grantid.GrantRequest) -> Dict[str, Any]:
+        if request.request_id == 1:
+            threading.Event().wait(0.5)
+        return good(request)
+
+    with grantid.Generator(slow, namespace="slow", source_timeout=0.1, startup_timeout=5.0) as g:
+        g.next_id()
+        assert g.stats()["uncertain_retries"] >= 1

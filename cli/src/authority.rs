@@ -1,4 +1,5 @@
-//! `grantid authority init|status`: set up and inspect an authority.
+//! `grantid authority init|fence|status`: set up, fence and inspect an
+//! authority.
 
 use std::io::Write;
 
@@ -15,6 +16,18 @@ pub enum AuthorityCommand {
     /// Creates what the authority needs (PostgreSQL schema and function,
     /// Redis script, the state file). Idempotent.
     Init {
+        /// The authority URL.
+        url: String,
+        /// Declares the store new: no ID was ever issued from it, so its
+        /// first use needs no state-loss quarantine (docs/AUTHORITIES.md,
+        /// "State loss"). Never after a restore or a restart that lost data.
+        #[arg(long)]
+        new_deployment: bool,
+    },
+    /// Starts a state-loss quarantine from now: no grant until every
+    /// interval granted so far has ended. Run it after a restore or a
+    /// failover the authority cannot detect.
+    Fence {
         /// The authority URL.
         url: String,
     },
@@ -42,7 +55,11 @@ pub enum StatusFormat {
 
 pub fn run(command: AuthorityCommand) -> Result<(), Failure> {
     match command {
-        AuthorityCommand::Init { url } => init(&url),
+        AuthorityCommand::Init {
+            url,
+            new_deployment,
+        } => init(&url, new_deployment),
+        AuthorityCommand::Fence { url } => fence(&url),
         AuthorityCommand::Status {
             url,
             namespace,
@@ -51,11 +68,24 @@ pub fn run(command: AuthorityCommand) -> Result<(), Failure> {
     }
 }
 
-fn init(url: &str) -> Result<(), Failure> {
+fn init(url: &str, new_deployment: bool) -> Result<(), Failure> {
     let authority = grantid_authority::open(url)?;
-    let said = authority.init()?;
+    let said = if new_deployment {
+        authority.init_new_deployment()?
+    } else {
+        authority.init()?
+    };
+    say(&said)
+}
+
+fn fence(url: &str) -> Result<(), Failure> {
+    let said = grantid_authority::open(url)?.fence()?;
+    say(&said)
+}
+
+fn say(line: &str) -> Result<(), Failure> {
     let mut out = output::stdout();
-    writeln!(out, "{said}")?;
+    writeln!(out, "{line}")?;
     out.flush()?;
     Ok(())
 }

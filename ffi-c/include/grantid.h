@@ -229,18 +229,27 @@ typedef struct grantid_grant {
 // (and the first call in a `fork()` child) waits for its first answer. It
 // may block; it must not call `grantid_generator_close` or `_free` on its
 // own generator.
+//
+// No callback may unwind: a C++ exception, or a `longjmp`, that leaves a
+// callback passes through Rust frames, which is undefined behaviour (the
+// process may abort, or go on with a generator in a broken state). In C++
+// wrap the body in `try { ... } catch (...) { return
+// GRANTID_GRANT_UNAVAILABLE; }` (and catch everything in the release,
+// lease-lost and free callbacks too); C code has nothing to do.
 typedef int (*grantid_grant_fn)(void *user_data,
                                 const struct grantid_grant_request *request,
                                 struct grantid_grant *out);
 
 // Optional: gives the worker back (best effort) when the generator
 // closes. Runs on the thread calling `grantid_generator_close` / `_free`;
-// it can overlap a grant call that was still blocked at close.
+// it can overlap a grant call that was still blocked at close. It must not
+// unwind (see `grantid_grant_fn`).
 typedef void (*grantid_release_fn)(void *user_data,
                                    const struct grantid_grant *last);
 
 // Optional: told once per confirmed loss of the worker, after issuing from
 // it stopped. Runs on the renewal thread; `reason` is valid during the call.
+// It must not unwind (see `grantid_grant_fn`).
 typedef void (*grantid_lease_lost_fn)(void *user_data,
                                       uint32_t worker,
                                       const char *reason);

@@ -86,6 +86,13 @@ pub struct grantid_grant {
 /// (and the first call in a `fork()` child) waits for its first answer. It
 /// may block; it must not call `grantid_generator_close` or `_free` on its
 /// own generator.
+///
+/// No callback may unwind: a C++ exception, or a `longjmp`, that leaves a
+/// callback passes through Rust frames, which is undefined behaviour (the
+/// process may abort, or go on with a generator in a broken state). In C++
+/// wrap the body in `try { ... } catch (...) { return
+/// GRANTID_GRANT_UNAVAILABLE; }` (and catch everything in the release,
+/// lease-lost and free callbacks too); C code has nothing to do.
 #[allow(non_camel_case_types)]
 pub type grantid_grant_fn = Option<
     unsafe extern "C" fn(
@@ -97,13 +104,15 @@ pub type grantid_grant_fn = Option<
 
 /// Optional: gives the worker back (best effort) when the generator
 /// closes. Runs on the thread calling `grantid_generator_close` / `_free`;
-/// it can overlap a grant call that was still blocked at close.
+/// it can overlap a grant call that was still blocked at close. It must not
+/// unwind (see `grantid_grant_fn`).
 #[allow(non_camel_case_types)]
 pub type grantid_release_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, last: *const grantid_grant)>;
 
 /// Optional: told once per confirmed loss of the worker, after issuing from
 /// it stopped. Runs on the renewal thread; `reason` is valid during the call.
+/// It must not unwind (see `grantid_grant_fn`).
 #[allow(non_camel_case_types)]
 pub type grantid_lease_lost_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, worker: u32, reason: *const c_char)>;

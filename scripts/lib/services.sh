@@ -91,6 +91,13 @@ _services_start_redis() {
     sleep 0.1
   done
   redis-cli -p "$port" ping >/dev/null 2>&1 || { _services_log "redis did not answer"; return 1; }
+  # A throwaway server never issued an ID: declare it a new deployment, so
+  # its first use needs no state-loss quarantine (what `grantid authority
+  # init --new-deployment` records; docs/AUTHORITIES.md, "State loss").
+  local run_id
+  run_id=$(redis-cli -p "$port" INFO server | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p')
+  redis-cli -p "$port" HSET grantid:store run_id "$run_id" epoch 1 quarantine_until 0 \
+    reason "new deployment (test server)" >/dev/null
   _GRANTID_REDIS_DIR=$dir
   _GRANTID_REDIS_PORT=$port
   export GRANTID_TEST_REDIS_URL="redis://127.0.0.1:$port/"

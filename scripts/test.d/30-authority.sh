@@ -25,3 +25,15 @@ total=$(wc -l < "$smoke/static-ids.txt")
 dups=$(sort "$smoke/static-ids.txt" | uniq -d | wc -l)
 echo "static:3, 3 back-to-back runs: $total IDs, $dups repeated"
 [ "$total" -eq 9000 ] && [ "$dups" -eq 0 ]
+# State loss: after `grantid authority fence`, no grant before the
+# quarantine (max_lead_ms + clock_skew_ms) has passed.
+if [ -n "${GRANTID_TEST_REDIS_URL:-}" ]; then
+  cargo build -q -p grantid-cli --locked
+  fence_url="${GRANTID_TEST_REDIS_URL}?max_lead_ms=800&clock_skew_ms=0"
+  target/debug/grantid authority fence "$fence_url"
+  t0=$(date +%s%N)
+  target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence >/dev/null
+  waited=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "redis: first ID $waited ms after a fence of 800 ms"
+  [ "$waited" -ge 700 ]
+fi

@@ -44,15 +44,16 @@ def free_port():
 class Server:
     """One `grantid serve` process."""
 
-    def __init__(self, *extra, state=None, port=None, namespace="py"):
+    def __init__(self, *extra, state=None, port=None, namespace="py", authority=None):
         self.dir = tempfile.mkdtemp(prefix="grantid-serve-")
         self.state = state or os.path.join(self.dir, "state.json")
+        authority = authority or f"file:{self.state}"
         self.port = port or free_port()
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BIN, "serve", "--listen", f"127.0.0.1:{self.port}",
-             "--authority", f"file:{self.state}", "--namespace", namespace, *extra],
+             "--authority", authority, "--namespace", namespace, *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.ids = rpc.IdGeneratorServiceStub(self.channel)
@@ -381,6 +382,35 @@ class ShutdownTest(unittest.TestCase):
                               capture_output=True, text=True, timeout=30)
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertIn("GRANT_EXHAUSTED", proc.stderr)
+
+    def test_not_serving_once_the_committed_grants_run_out(self):
+        # Server B takes its grants from server A over grpc://. With A
+        # killed, B issues until its committed time (horizon 600 ms) runs
+        # out, then says NOT_SERVING and refuses; with A back, B serves again.
+        a = Server(namespace="upstream")
+        b = Server("--grant-duration-ms", "200", "--horizon-ms", "600",
+                   authority=f"grpc://127.0.0.1:{a.port}?timeout_ms=200", namespace="chained")
+        try:
+            before = b.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
+            a.proc.kill()
+            a.proc.wait()
+            deadline = time.monotonic() + 5
+            while b.status() == health_pb2.HealthCheckResponse.SERVING:
+                self.assertLess(time.monotonic(), deadline, "still SERVING 5 s after the authority died")
+                time.sleep(0.05)
+            code, details, meta = code_of(lambda: b.ids.GenerateId(pb.GenerateIdRequest()))
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(meta.get("grantid-code"), "UNAVAILABLE")
+            a2 = Server(namespace="upstream", state=a.state, port=a.port)
+            try:
+                b.wait_serving(limit=10)
+                after = b.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
+                self.assertEqual(len(set(before) | set(after)), 2000)
+            finally:
+                self.assertEqual(a2.stop(), 0)
+        finally:
+            self.assertEqual(b.stop(), 0)
+            a.log.close()
 
     def test_not_serving_while_the_authority_is_unusable(self):
         # A file authority whose directory cannot be created: no grant, so

@@ -286,6 +286,37 @@ class GrantServiceTest(unittest.TestCase):
         self.assertEqual(g.Acquire(self.request(incarnation=99)).WhichOneof("answer"), "granted")
 
 
+class EdgeTest(unittest.TestCase):
+    def test_no_sequence_left_is_resource_exhausted(self):
+        # 2 IDs per 1 s tick: a batch of 1,000 cannot be had within the
+        # call's 100 ms deadline.
+        server = Server("--sequence-bits", "1", "--tick-ms", "1000")
+        try:
+            code, details, meta = code_of(
+                lambda: server.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)))
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+            self.assertEqual(meta.get("grantid-code"), "CAPACITY_EXHAUSTED")
+            self.assertIn("CAPACITY_EXHAUSTED", details)
+            self.assertEqual(server.status(), health_pb2.HealthCheckResponse.SERVING)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_an_address_in_use_is_exit_status_1(self):
+        server = Server()
+        try:
+            proc = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{server.port}",
+                                   "--authority", f"file:{server.state}"],
+                                  capture_output=True, text=True, timeout=30)
+            self.assertEqual(proc.returncode, 1)
+            self.assertIn("cannot listen", proc.stderr)
+            bad = subprocess.run([BIN, "serve", "--listen", "localhost"],
+                                 capture_output=True, text=True, timeout=30)
+            self.assertEqual(bad.returncode, 1)
+            self.assertIn("--listen", bad.stderr)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class MetricsTest(unittest.TestCase):
     def test_prometheus_text(self):
         mport = free_port()

@@ -408,6 +408,16 @@ async fn watch_health(state: Arc<State>, reporter: HealthReporter, stop: watch::
             for name in ["", ID_SERVICE_NAME] {
                 reporter.set_service_status(name, status).await;
             }
+            // A drain that began while SERVING was being written has
+            // already written NOT_SERVING; it must stay the last word.
+            if *stop.borrow() {
+                for name in ["", ID_SERVICE_NAME] {
+                    reporter
+                        .set_service_status(name, ServingStatus::NotServing)
+                        .await;
+                }
+                return;
+            }
         }
     }
 }

@@ -406,13 +406,13 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("event=signal signal=SIGINT", server.text())
 
     def test_a_used_up_timestamp_field_stops_the_server(self):
-        # 10 timestamp bits of 1 ms from 1970: used up long ago. No retry
+        # 30 timestamp bits of 1 ms (12 days) from 1970: used up long ago. No retry
         # can help, so the server exits (with the command's status for the
         # kind) saying why.
         d = tempfile.mkdtemp()
         proc = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{free_port()}",
                                "--authority", f"file:{d}/state.json",
-                               "--timestamp-bits", "10", "--epoch-ms", "1"],
+                               "--timestamp-bits", "30", "--epoch-ms", "1"],
                               capture_output=True, text=True, timeout=30)
         self.assertNotIn(proc.returncode, (0, None), proc.stderr)
         self.assertIn("GRANT_EXHAUSTED", proc.stderr)

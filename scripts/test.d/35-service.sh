@@ -24,3 +24,6 @@ touch "$stubs/grantid/__init__.py" "$stubs/grantid/v1/__init__.py"
   --grpc_python_out="$stubs" proto/grantid/v1/grantid.proto
 GRANTID_BIN="$root/target/debug/grantid" PYTHONPATH="$stubs" \
   "$venv/bin/python" server/tests/python/test_service.py -v
+
+echo "--- the load benchmark, 0.2 s per row in the debug build (no timing asserted; no call may fail)"
+cargo test -q -p grantid-server --benches --locked

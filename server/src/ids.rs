@@ -89,7 +89,7 @@ impl IdService {
         }
     }
 
-    async fn generate_id_inner(&self, r: GenerateIdRequest) -> Result<GenerateIdResponse, Status> {
+    async fn generate_id_inner(&self, r: &GenerateIdRequest) -> Result<GenerateIdResponse, Status> {
         let generator = self.check(&r.caller_service, &r.namespace)?;
         let id = match generator.try_next_id() {
             Some(id) => id,
@@ -111,7 +111,7 @@ impl IdService {
 
     async fn generate_batch_inner(
         &self,
-        r: GenerateIdBatchRequest,
+        r: &GenerateIdBatchRequest,
     ) -> Result<GenerateIdBatchResponse, Status> {
         if !(1..=MAX_BATCH).contains(&r.count) {
             return Err(invalid(format!(
@@ -136,6 +136,19 @@ impl IdService {
     }
 }
 
+/// The caller's name for a debug log line (cut to [`MAX_CALLER_LEN`]
+/// bytes); nothing is copied unless debug logging is on.
+fn log_caller(caller: &str) -> &str {
+    if !log::log_enabled!(target: "grantid_server", log::Level::Debug) {
+        return "";
+    }
+    let mut end = caller.len().min(MAX_CALLER_LEN);
+    while !caller.is_char_boundary(end) {
+        end -= 1;
+    }
+    &caller[..end]
+}
+
 #[tonic::async_trait]
 impl IdGeneratorService for IdService {
     async fn generate_id(
@@ -143,8 +156,11 @@ impl IdGeneratorService for IdService {
         request: Request<GenerateIdRequest>,
     ) -> Result<Response<GenerateIdResponse>, Status> {
         let started = Instant::now();
-        let r = self.generate_id_inner(request.into_inner()).await;
+        let request = request.into_inner();
+        let caller = log_caller(&request.caller_service);
+        let r = self.generate_id_inner(&request).await;
         self.unary.done(started, result_code(&r));
+        log::debug!(target: "grantid_server", "event=call method=GenerateId caller={caller:?} code={:?}", result_code(&r));
         if r.is_ok() {
             self.issued.increment(1);
         }
@@ -156,8 +172,11 @@ impl IdGeneratorService for IdService {
         request: Request<GenerateIdBatchRequest>,
     ) -> Result<Response<GenerateIdBatchResponse>, Status> {
         let started = Instant::now();
-        let r = self.generate_batch_inner(request.into_inner()).await;
+        let request = request.into_inner();
+        let caller = log_caller(&request.caller_service);
+        let r = self.generate_batch_inner(&request).await;
         self.batch.done(started, result_code(&r));
+        log::debug!(target: "grantid_server", "event=call method=GenerateIdBatch caller={caller:?} code={:?}", result_code(&r));
         if let Ok(b) = &r {
             self.issued.increment(b.ids.len() as u64);
         }

@@ -97,6 +97,11 @@ pub struct Config {
     /// Longest one attempt to start the generator waits for a grant; the
     /// server keeps trying (`NOT_SERVING` meanwhile) until it gets one.
     pub startup_timeout: Duration,
+    /// Length of each grant the server's generator asks for, in ms.
+    pub grant_duration_ms: u64,
+    /// Committed time the server's generator keeps ahead of its clock, in
+    /// ms: how long it keeps serving while its authority does not answer.
+    pub horizon_ms: u64,
 }
 
 impl Config {
@@ -111,6 +116,8 @@ impl Config {
             drain_delay: Duration::ZERO,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             startup_timeout: grantid::DEFAULT_STARTUP_TIMEOUT,
+            grant_duration_ms: grantid::DEFAULT_GRANT_DURATION_MS,
+            horizon_ms: grantid::DEFAULT_HORIZON_MS,
         }
     }
 }
@@ -329,15 +336,13 @@ async fn start_generator(
 ) {
     loop {
         let authority = Arc::clone(&authority);
-        let (layout, namespace, timeout) = (
-            config.layout,
-            config.namespace.clone(),
-            config.startup_timeout,
-        );
+        let config = config.clone();
         let started = tokio::task::spawn_blocking(move || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                Generator::builder(layout, namespace, authority)
-                    .startup_timeout(timeout)
+                Generator::builder(config.layout, config.namespace, authority)
+                    .startup_timeout(config.startup_timeout)
+                    .grant_duration_ms(config.grant_duration_ms)
+                    .horizon_ms(config.horizon_ms)
                     .start()
             }))
         })
@@ -402,6 +407,16 @@ async fn watch_health(state: Arc<State>, reporter: HealthReporter, stop: watch::
             log::info!(target: "grantid_server", "event=health status={status}");
             for name in ["", ID_SERVICE_NAME] {
                 reporter.set_service_status(name, status).await;
+            }
+            // A drain that began while SERVING was being written has
+            // already written NOT_SERVING; it must stay the last word.
+            if *stop.borrow() {
+                for name in ["", ID_SERVICE_NAME] {
+                    reporter
+                        .set_service_status(name, ServingStatus::NotServing)
+                        .await;
+                }
+                return;
             }
         }
     }

@@ -44,15 +44,16 @@ def free_port():
 class Server:
     """One `grantid serve` process."""
 
-    def __init__(self, *extra, state=None, port=None, namespace="py"):
+    def __init__(self, *extra, state=None, port=None, namespace="py", authority=None):
         self.dir = tempfile.mkdtemp(prefix="grantid-serve-")
         self.state = state or os.path.join(self.dir, "state.json")
+        authority = authority or f"file:{self.state}"
         self.port = port or free_port()
         self.log_path = os.path.join(self.dir, "server.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [BIN, "serve", "--listen", f"127.0.0.1:{self.port}",
-             "--authority", f"file:{self.state}", "--namespace", namespace, *extra],
+             "--authority", authority, "--namespace", namespace, *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.ids = rpc.IdGeneratorServiceStub(self.channel)
@@ -285,6 +286,39 @@ class GrantServiceTest(unittest.TestCase):
         self.assertEqual(g.Acquire(self.request(incarnation=99)).WhichOneof("answer"), "granted")
 
 
+class EdgeTest(unittest.TestCase):
+    def test_no_sequence_left_is_resource_exhausted(self):
+        # 2 IDs per 1 s tick: a batch of 1,000 cannot be had within the
+        # call's 100 ms deadline.
+        server = Server("--sequence-bits", "1", "--tick-ms", "1000")
+        try:
+            code, details, meta = code_of(
+                lambda: server.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)))
+            self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED, details)
+            self.assertEqual(meta.get("grantid-code"), "CAPACITY_EXHAUSTED")
+            self.assertIn("CAPACITY_EXHAUSTED", details)
+            self.assertEqual(server.status(), health_pb2.HealthCheckResponse.SERVING)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+    def test_an_address_in_use_stops_the_command(self):
+        server = Server()
+        try:
+            proc = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{server.port}",
+                                   "--authority", f"file:{server.state}"],
+                                  capture_output=True, text=True, timeout=30)
+            # A failure, with the status the command gives the kind.
+            self.assertNotIn(proc.returncode, (0, None))
+            self.assertIn("cannot listen", proc.stderr)
+            self.assertIn("INVALID_ARGUMENT", proc.stderr)
+            bad = subprocess.run([BIN, "serve", "--listen", "localhost"],
+                                 capture_output=True, text=True, timeout=30)
+            self.assertNotIn(bad.returncode, (0, None))
+            self.assertIn("--listen", bad.stderr)
+        finally:
+            self.assertEqual(server.stop(), 0)
+
+
 class MetricsTest(unittest.TestCase):
     def test_prometheus_text(self):
         mport = free_port()
@@ -372,15 +406,45 @@ class ShutdownTest(unittest.TestCase):
         self.assertIn("event=signal signal=SIGINT", server.text())
 
     def test_a_used_up_timestamp_field_stops_the_server(self):
-        # 10 timestamp bits of 1 ms from 1970: used up long ago. No retry
-        # can help, so the server exits 1 saying why.
+        # 30 timestamp bits of 1 ms (12 days) from 1970: used up long ago. No retry
+        # can help, so the server exits (with the command's status for the
+        # kind) saying why.
         d = tempfile.mkdtemp()
         proc = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{free_port()}",
                                "--authority", f"file:{d}/state.json",
-                               "--timestamp-bits", "10", "--epoch-ms", "1"],
+                               "--timestamp-bits", "30", "--epoch-ms", "1"],
                               capture_output=True, text=True, timeout=30)
-        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertNotIn(proc.returncode, (0, None), proc.stderr)
         self.assertIn("GRANT_EXHAUSTED", proc.stderr)
+
+    def test_not_serving_once_the_committed_grants_run_out(self):
+        # Server B takes its grants from server A over grpc://. With A
+        # killed, B issues until its committed time (horizon 600 ms) runs
+        # out, then says NOT_SERVING and refuses; with A back, B serves again.
+        a = Server(namespace="upstream")
+        b = Server("--grant-duration-ms", "200", "--horizon-ms", "600",
+                   authority=f"grpc://127.0.0.1:{a.port}?timeout_ms=200", namespace="chained")
+        try:
+            before = b.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
+            a.proc.kill()
+            a.proc.wait()
+            deadline = time.monotonic() + 5
+            while b.status() == health_pb2.HealthCheckResponse.SERVING:
+                self.assertLess(time.monotonic(), deadline, "still SERVING 5 s after the authority died")
+                time.sleep(0.05)
+            code, details, meta = code_of(lambda: b.ids.GenerateId(pb.GenerateIdRequest()))
+            self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(meta.get("grantid-code"), "UNAVAILABLE")
+            a2 = Server(namespace="upstream", state=a.state, port=a.port)
+            try:
+                b.wait_serving(limit=10)
+                after = b.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
+                self.assertEqual(len(set(before) | set(after)), 2000)
+            finally:
+                self.assertEqual(a2.stop(), 0)
+        finally:
+            self.assertEqual(b.stop(), 0)
+            a.log.close()
 
     def test_not_serving_while_the_authority_is_unusable(self):
         # A file authority whose directory cannot be created: no grant, so

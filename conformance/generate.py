@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Writes conformance/vectors.json: the ID format's vectors, computed here
-with plain integer arithmetic as an oracle independent of the Rust code.
+with plain integer arithmetic as an oracle independent of the Rust code;
+and conformance/public_ids.json: the public-ID vectors (docs/PUBLIC_IDS.md),
+from this file's own Speck64/128.
 
 Run: python3 conformance/generate.py   (the output is committed; the Rust
 conformance test checks the committed file against the core, and every

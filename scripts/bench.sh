@@ -28,6 +28,9 @@ bench_rust() {
   cargo bench -p grantid-benches --bench ids 2>&1 | grep -E '^[a-z_]+/|time:|saturated, fixed' || true
   echo
   cargo run -q --release -p grantid-benches --bin bench-summary
+  echo
+  echo "=== Rust (criterion): cargo bench -p grantid-benches --bench public_ids"
+  cargo bench -p grantid-benches --bench public_ids 2>&1 | grep -E '^[a-z0-9_]+/|time:' || true
 }
 
 bench_python() {
@@ -40,6 +43,7 @@ bench_python() {
     "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps ./bindings-python
   # From the bench folder, so `import grantid` is the installed package.
   (cd bindings-python/bench && "$venv/bin/python" bench.py)
+  (cd bindings-python/bench && "$venv/bin/python" public_ids.py)
 }
 
 bench_node() {
@@ -51,6 +55,7 @@ bench_node() {
     cd bench
     npm ci --no-audit --no-fund --loglevel=error
     node bench.js
+    node public_ids.js
   )
 }
 

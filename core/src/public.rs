@@ -208,14 +208,19 @@ fn to_text(value: u64) -> String {
         .collect()
 }
 
-/// The value of one Crockford base32 digit, either case; `None` for
-/// anything else (I, L, O, U included: they are not digits here).
-fn digit_value(c: u8) -> Option<u64> {
-    PUBLIC_ID_ALPHABET
-        .bytes()
-        .position(|d| d == c.to_ascii_lowercase())
-        .map(|p| p as u64)
-}
+/// The value of each byte as a digit of the text form, either case; 0xff
+/// for every other byte (I, L, O, U included: they are not digits here).
+const DIGIT_VALUES: [u8; 256] = {
+    let alphabet = PUBLIC_ID_ALPHABET.as_bytes();
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < alphabet.len() {
+        table[alphabet[i] as usize] = i as u8;
+        table[alphabet[i].to_ascii_uppercase() as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
 
 /// Parses the text form strictly: exactly 13 digits, value in [1, 2^63).
 fn parse_text(text: &str) -> Result<u64, Error> {
@@ -228,13 +233,14 @@ fn parse_text(text: &str) -> Result<u64, Error> {
     }
     let mut value: u64 = 0;
     for (i, c) in text.bytes().enumerate() {
-        let d = digit_value(c).ok_or_else(|| {
-            Error::invalid(format!(
+        let d = u64::from(DIGIT_VALUES[c as usize]);
+        if d >= 32 {
+            return Err(Error::invalid(format!(
                 "{text:?} is not a public ID: character {} is not one of {PUBLIC_ID_ALPHABET} \
                  (either case)",
                 i + 1
-            ))
-        })?;
+            )));
+        }
         // The first digit may carry at most 3 bits (63 = 3 + 12 * 5).
         if i == 0 && d >= 8 {
             return Err(Error::invalid(format!(
@@ -368,6 +374,17 @@ mod tests {
         assert!(shown.contains("redacted"));
         for needle in ["1b1a", "1b, 1a", "27, 26", "k:", "Speck"] {
             assert!(!shown.contains(needle), "{shown}");
+        }
+    }
+
+    #[test]
+    fn digit_table_is_the_alphabet_in_either_case() {
+        for byte in 0..=255u8 {
+            let want = PUBLIC_ID_ALPHABET
+                .bytes()
+                .position(|d| d == byte.to_ascii_lowercase())
+                .map_or(0xff, |p| p as u8);
+            assert_eq!(DIGIT_VALUES[byte as usize], want, "byte {byte}");
         }
     }
 

@@ -188,3 +188,49 @@ proptest! {
         }
     }
 }
+
+/// The long form (scripts/public-ids-long.sh): `GRANTID_PUBLIC_LONG_N`
+/// (default 10^8) round trips through `encode`/`decode` and
+/// `encode_str`/`decode_str`, on every core: a quarter consecutive IDs from
+/// 1, a quarter down from 2^63 - 1, half spread by SplitMix64. A round trip
+/// also proves the sample's outputs distinct: encode(x) = encode(y) would
+/// give x = decode(encode(x)) = decode(encode(y)) = y.
+#[test]
+#[ignore = "long: run by scripts/public-ids-long.sh"]
+fn long_round_trips() {
+    let n: u64 = std::env::var("GRANTID_PUBLIC_LONG_N")
+        .map(|v| v.parse().expect("GRANTID_PUBLIC_LONG_N is a count"))
+        .unwrap_or(100_000_000);
+    let threads = std::thread::available_parallelism().map_or(2, |p| p.get()) as u64;
+    let key = PublicIds::generate_key().unwrap();
+    let ids = PublicIds::new(&key).unwrap();
+    let started = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let ids = &ids;
+            s.spawn(move || {
+                for i in (t..n).step_by(threads as usize) {
+                    let id = match i % 4 {
+                        0 => 1 + i / 4,
+                        1 => LIMIT - 1 - i / 4,
+                        _ => {
+                            let mut z = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                            ((z ^ (z >> 31)) >> 1).max(1)
+                        }
+                    };
+                    let p = ids.encode(id).unwrap();
+                    assert!((1..LIMIT).contains(&p), "{id} -> {p}");
+                    assert_eq!(ids.decode(p).unwrap(), id, "{id} -> {p}");
+                    let text = ids.encode_str(id).unwrap();
+                    assert_eq!(ids.decode_str(&text).unwrap(), id, "{id} -> {text}");
+                }
+            });
+        }
+    });
+    println!(
+        "{n} round trips (numeric and text) on {threads} threads in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -25,6 +25,14 @@ for bench in single/grantid_next_id single/atomic_fetch_add single/atomic_cas si
   grep -qF "| $bench" "$scratch/summary.txt" || { echo "bench '$bench' missing from the summary" >&2; exit 1; }
 done
 
+echo "--- Rust: public IDs beside sqids, harsh and fpe (benches/benches/public_ids.rs)"
+CRITERION_HOME=$scratch/criterion-public cargo bench -q -p grantid-benches --bench public_ids -- \
+  --warm-up-time 0.02 --measurement-time 0.05 --sample-size 10 >"$scratch/public.log" 2>&1 \
+  || { cat "$scratch/public.log"; exit 1; }
+for bench in public/encode public/decode public/encode_str public/decode_str sqids/encode hashids/encode ff1/encode; do
+  grep -qE "^$bench( |$)" "$scratch/public.log" || { cat "$scratch/public.log"; echo "bench '$bench' did not report" >&2; exit 1; }
+done
+
 echo "--- Python: bindings-python/bench/bench.py, one short round"
 venv=target/python-venv
 if ! "$venv/bin/python" -c 'import grantid' 2>/dev/null; then
@@ -37,6 +45,8 @@ fi
 "$venv/bin/pip" install -q --disable-pip-version-check -r bindings-python/bench/requirements.txt
 (cd bindings-python/bench && "$root/$venv/bin/python" bench.py --rounds 1 --round-ms 5) | tee "$scratch/python.txt"
 grep -q '| grantid next_ids(1000), per ID |' "$scratch/python.txt"
+(cd bindings-python/bench && "$root/$venv/bin/python" public_ids.py --rounds 1 --round-ms 5) | tee -a "$scratch/python.txt"
+grep -q '| PublicIds.decode_str(text) |' "$scratch/python.txt"
 if grep -q 'not installed' "$scratch/python.txt"; then
   echo "a Python peer did not install" >&2
   exit 1
@@ -50,6 +60,9 @@ fi
 (cd bindings-node/bench && npm ci --no-audit --no-fund --loglevel=error)
 (cd bindings-node/bench && GRANTID_NODE_ADDON="$root/$addon" BENCH_ROUNDS=1 BENCH_ROUND_MS=5 \
   BENCH_DUP_IDS=20000 node bench.js) | tee "$scratch/node.txt"
+(cd bindings-node/bench && GRANTID_NODE_ADDON="$root/$addon" BENCH_ROUNDS=1 BENCH_ROUND_MS=5 \
+  node public_ids.js) | tee -a "$scratch/node.txt"
+grep -q '| decodeStr(text) -> string |' "$scratch/node.txt"
 if grep -q 'not installed' "$scratch/node.txt"; then
   echo "a Node peer did not install" >&2
   exit 1

@@ -43,7 +43,7 @@ test('a rejecting or throwing source is unavailable', async () => {
     () => Promise.reject(new Error('authority down')),
   ]) {
     const e = await rejectionCode(
-      Generator.start({ grantSource, namespace: 'down-v1', startupTimeoutMs: 200 }),
+      Generator.start({ grantSource, namespace: 'down-v1', startupTimeoutMs: 600 }),
     )
     assert.equal(e.code, 'UNAVAILABLE')
     assert.match(e.message, /authority down/)
@@ -77,7 +77,7 @@ test('junk answers are invalid grants, reported with the field name', async () =
   ]
   for (const [grantSource, pattern] of cases) {
     const e = await rejectionCode(
-      Generator.start({ grantSource, namespace: 'junk-v1', startupTimeoutMs: 150 }),
+      Generator.start({ grantSource, namespace: 'junk-v1', startupTimeoutMs: 600 }),
     )
     assert.equal(e.code, 'UNAVAILABLE', String(grantSource))
     assert.match(e.message, pattern)

@@ -264,17 +264,32 @@ fn a_child_forked_while_renewal_records_a_failure_never_hangs() {
         })
         .collect();
     let started = Instant::now();
-    let (mut forks, mut hung, mut failed) = (0, 0, 0);
-    while forks < 3_000 && started.elapsed() < Duration::from_secs(20) {
-        forks += 1;
-        match fork_with_watchdog(Duration::from_secs(3), || {
-            i32::from(!generators.iter().all(|g| g.next_id().is_ok()))
-        }) {
-            ChildEnd::Exited(0) => {}
-            ChildEnd::Exited(_) => failed += 1,
-            ChildEnd::Hung => hung += 1,
-        }
-    }
+    // Two threads fork at once, as independent parts of a program may: one
+    // fork must not let sections start while the other is still forking.
+    let counts: Vec<(u32, u32, u32)> = std::thread::scope(|s| {
+        let forker = || {
+            let (mut forks, mut hung, mut failed) = (0, 0, 0);
+            while forks < 1_500 && started.elapsed() < Duration::from_secs(20) {
+                forks += 1;
+                // A hang is for ever; 10 s leaves room for a child starved
+                // of CPU by the parent's spinning renewal threads.
+                match fork_with_watchdog(Duration::from_secs(10), || {
+                    i32::from(!generators.iter().all(|g| g.next_id().is_ok()))
+                }) {
+                    ChildEnd::Exited(0) => {}
+                    ChildEnd::Exited(_) => failed += 1,
+                    ChildEnd::Hung => hung += 1,
+                }
+            }
+            (forks, hung, failed)
+        };
+        let a = s.spawn(forker);
+        let b = s.spawn(forker);
+        vec![a.join().unwrap(), b.join().unwrap()]
+    });
+    let (forks, hung, failed) = counts
+        .iter()
+        .fold((0, 0, 0), |t, c| (t.0 + c.0, t.1 + c.1, t.2 + c.2));
     assert_eq!(
         (hung, failed),
         (0, 0),

@@ -20,12 +20,15 @@
 //! itself can `forbid(unsafe_code)`.
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 static ACTIVE: AtomicU64 = AtomicU64::new(0);
-static FORKING: AtomicBool = AtomicBool::new(false);
+/// Forks in progress: a count, not a flag, because threads may fork at the
+/// same time and the first to finish must not let sections start while
+/// another is still forking.
+static FORKING: AtomicU64 = AtomicU64::new(0);
 static REGISTER: Once = Once::new();
 
 /// Longest a `fork()` waits for running sections to end; after that it goes
@@ -33,7 +36,7 @@ static REGISTER: Once = Once::new();
 pub const FORK_WAIT: Duration = Duration::from_secs(10);
 
 extern "C" fn before_fork() {
-    FORKING.store(true, Ordering::SeqCst);
+    FORKING.fetch_add(1, Ordering::SeqCst);
     let start = Instant::now();
     while ACTIVE.load(Ordering::SeqCst) != 0 && start.elapsed() < FORK_WAIT {
         std::thread::sleep(Duration::from_micros(100));
@@ -41,14 +44,14 @@ extern "C" fn before_fork() {
 }
 
 extern "C" fn in_parent() {
-    FORKING.store(false, Ordering::SeqCst);
+    FORKING.fetch_sub(1, Ordering::SeqCst);
 }
 
 extern "C" fn in_child() {
     EPOCH.fetch_add(1, Ordering::SeqCst);
     // The threads that were inside sections do not exist here.
     ACTIVE.store(0, Ordering::SeqCst);
-    FORKING.store(false, Ordering::SeqCst);
+    FORKING.store(0, Ordering::SeqCst);
 }
 
 /// A running section: `fork()` waits until it is dropped.
@@ -67,11 +70,11 @@ impl Drop for Section {
 pub fn section() -> Section {
     register();
     loop {
-        while FORKING.load(Ordering::SeqCst) {
+        while FORKING.load(Ordering::SeqCst) != 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
         ACTIVE.fetch_add(1, Ordering::SeqCst);
-        if !FORKING.load(Ordering::SeqCst) {
+        if FORKING.load(Ordering::SeqCst) == 0 {
             return Section(());
         }
         ACTIVE.fetch_sub(1, Ordering::SeqCst);
@@ -101,6 +104,8 @@ pub fn epoch() -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicBool;
+
     use super::*;
 
     #[test]

@@ -238,7 +238,7 @@ fn postgres_grants_commit_synchronously_whatever_the_database_default() {
     let base = url.split('?').next().unwrap();
     let db_url = format!("{}/{db}", base.rsplit_once('/').unwrap().0);
     let authority = grantid_authority::open(&db_url).unwrap();
-    authority.init().unwrap();
+    authority.init_new_deployment().unwrap();
     let mut raw = postgres::Client::connect(&db_url, postgres::NoTls).unwrap();
     let show = |c: &mut postgres::Client| -> String {
         c.query_one("SHOW synchronous_commit", &[]).unwrap().get(0)

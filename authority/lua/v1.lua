@@ -28,21 +28,22 @@
 -- ARGV[1] = "release": 2 incarnation, 3 worker, 4 now_ms ("" = TIME)
 --   returns 1 if the lease was held by the incarnation and is now ended
 --
--- State loss (docs/AUTHORITIES.md, "State loss"). KEYS[2] (KEYS[1] for
--- "fence" and "new_deployment") = "grantid:store", a hash of the whole
--- store: run_id (the server's INFO run_id when it last granted), epoch
--- (+1 per quarantine), quarantine_until (Unix ms: no grant before it),
--- reason. acquire takes 15 run_id, 16 max_lead_ms, 17 clock_skew_ms: a
--- store without the hash (never used, or wiped: they look the same) or
--- with another run_id (a restart, possibly from a stale snapshot, or a
--- failover) is quarantined until now + max_lead + skew before anything is
--- granted, and no grant ends more than max_lead after the server's clock,
--- so every interval granted before a loss has ended when the quarantine
--- does.
--- ARGV[1] = "fence": 2 run_id, 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms:
---   a new quarantine from now (the operator's command after a restore)
--- ARGV[1] = "new_deployment": 2 run_id, 3 now_ms: creates the store hash
---   without a quarantine if it is missing (the operator knows no ID was
+-- State loss (docs/AUTHORITIES.md, "State loss"). "grantid:store" (KEYS[2]
+-- when given, else that name; KEYS[1] for "fence" and "new_deployment") is a
+-- hash of the whole store: run_id (the server's INFO run_id when it last
+-- granted, read here, never trusted from a client), epoch (+1 per
+-- quarantine), quarantine_until (Unix ms: no grant before it), reason.
+-- acquire takes 16 max_lead_ms (default 7000) and 17 clock_skew_ms (default
+-- 1000), optional: a store without the hash (never used, or wiped: they look
+-- the same) or with another run_id (a restart, possibly from a stale
+-- snapshot, or a failover) is quarantined until now + max_lead + skew before
+-- anything is granted, and no grant ends more than max_lead after the
+-- server's clock, so every interval granted before a loss has ended when the
+-- quarantine does. (ARGV[15] is unused.)
+-- ARGV[1] = "fence": 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms: a new
+--   quarantine from now (the operator's command after a restore)
+-- ARGV[1] = "new_deployment": 3 now_ms: creates the store hash without a
+--   quarantine if it is missing (the operator knows no ID was
 --   ever issued from this store); returns 1 if created
 
 local p = KEYS[1]
@@ -68,6 +69,11 @@ local function worker_key(arg)
   return fmt(n), n
 end
 
+-- The server's run_id, from INFO (it changes on every restart).
+local function server_run_id()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or 'unknown'
+end
+
 -- Starts (or extends) a quarantine until ms + lead + skew.
 local function quarantine(sk, run_id, ms, lead, skew, reason)
   local q = ms + lead + skew
@@ -81,13 +87,13 @@ end
 
 if ARGV[1] == 'fence' then
   local ms = now_ms(ARGV[5])
-  return fmt(quarantine(KEYS[1], ARGV[2], ms, tonumber(ARGV[3]), tonumber(ARGV[4]),
+  return fmt(quarantine(KEYS[1], server_run_id(), ms, tonumber(ARGV[3]), tonumber(ARGV[4]),
                         'fenced by the operator'))
 end
 
 if ARGV[1] == 'new_deployment' then
   if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-  redis.call('HSET', KEYS[1], 'run_id', ARGV[2], 'epoch', '1', 'quarantine_until', '0',
+  redis.call('HSET', KEYS[1], 'run_id', server_run_id(), 'epoch', '1', 'quarantine_until', '0',
              'reason', 'new deployment (operator)', 'since_ms', fmt(now_ms(ARGV[3])))
   return 1
 end
@@ -149,8 +155,9 @@ local now = ticks(ms, epoch, tick)
 
 -- State loss: nothing is granted from a store that may have lost grants
 -- until every interval granted before the loss has ended.
-local sk, run_id = KEYS[2], ARGV[15]
-local max_lead, skew = tonumber(ARGV[16]), tonumber(ARGV[17])
+local sk, run_id = KEYS[2] or 'grantid:store', server_run_id()
+local max_lead = tonumber(ARGV[16] or '') or 7000
+local skew = tonumber(ARGV[17] or '') or 1000
 local st = redis.call('HMGET', sk, 'run_id', 'quarantine_until', 'reason')
 local q = tonumber(st[2] or '0')
 if not st[1] then

@@ -1,6 +1,8 @@
--- grantid PostgreSQL authority, schema version 2 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 3 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
--- worker-choice rule). The function signatures are those of version 1.
+-- worker-choice rule; version 3: state-loss quarantine and bounded lead,
+-- docs/AUTHORITIES.md "State loss"). The signatures of version 1's
+-- functions are unchanged.
 --
 -- Applied by `grantid authority init URL`, and by the Rust adapter when the
 -- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
@@ -62,6 +64,113 @@ CREATE TABLE IF NOT EXISTS grantid.grant_log (
 CREATE INDEX IF NOT EXISTS grant_log_worker
     ON grantid.grant_log (namespace, worker, start_tick);
 
+-- State loss (docs/AUTHORITIES.md, "State loss"): one row for the whole
+-- database. It records the database's identity (system identifier, when the
+-- role may read it, and the WAL timeline, which a promotion or a
+-- point-in-time recovery changes) and a quarantine: no grant before
+-- quarantine_until_ms (Unix ms). A missing row (never used, or lost: they
+-- look the same) or another identity starts a quarantine of max_lead +
+-- clock skew, the settings grantid.max_lead_ms (default 7000) and
+-- grantid.clock_skew_ms (default 1000) of the session.
+CREATE TABLE IF NOT EXISTS grantid.store (
+    id                  boolean PRIMARY KEY DEFAULT true CHECK (id),
+    system_identifier   text,
+    timeline            integer,
+    epoch               bigint  NOT NULL DEFAULT 1,
+    quarantine_until_ms bigint  NOT NULL DEFAULT 0,
+    reason              text,
+    updated_at          timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE OR REPLACE FUNCTION grantid.setting_ms(p_name text, p_default bigint) RETURNS bigint
+LANGUAGE sql STABLE AS $fn$
+    SELECT coalesce(nullif(current_setting(p_name, true), '')::bigint, p_default);
+$fn$;
+
+-- The database's identity: system identifier (NULL when this role may not
+-- read pg_control_system()) and current WAL timeline.
+CREATE OR REPLACE FUNCTION grantid.identity(OUT system_identifier text, OUT timeline integer)
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+    BEGIN
+        SELECT c.system_identifier::text INTO system_identifier FROM pg_control_system() c;
+    EXCEPTION WHEN insufficient_privilege THEN
+        system_identifier := NULL;
+    END;
+    timeline := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::integer;
+END
+$fn$;
+
+-- Starts (or extends) a quarantine until p_ms + max_lead + skew.
+CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_until bigint := p_ms + grantid.setting_ms('grantid.max_lead_ms', 7000)
+                           + grantid.setting_ms('grantid.clock_skew_ms', 1000);
+    v_id    record := grantid.identity();
+BEGIN
+    INSERT INTO grantid.store (system_identifier, timeline, quarantine_until_ms, reason)
+    VALUES (v_id.system_identifier, v_id.timeline, v_until, p_reason)
+    ON CONFLICT (id) DO UPDATE
+       SET epoch = grantid.store.epoch + 1,
+           quarantine_until_ms = greatest(grantid.store.quarantine_until_ms, v_until),
+           system_identifier = v_id.system_identifier, timeline = v_id.timeline,
+           reason = p_reason, updated_at = clock_timestamp();
+    RETURN (SELECT quarantine_until_ms FROM grantid.store);
+END
+$fn$;
+
+-- NULL when grants may be made at p_ms; else why not (a quarantine).
+CREATE OR REPLACE FUNCTION grantid.gate(p_ms bigint) RETURNS text
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    st   grantid.store%ROWTYPE;
+    v_id record := grantid.identity();
+BEGIN
+    SELECT * INTO st FROM grantid.store;
+    IF NOT FOUND THEN
+        PERFORM grantid.quarantine(p_ms,
+            'the database had no grantid state (never used, or lost)');
+    ELSIF st.timeline IS DISTINCT FROM v_id.timeline
+       OR (st.system_identifier IS NOT NULL AND v_id.system_identifier IS NOT NULL
+           AND st.system_identifier <> v_id.system_identifier) THEN
+        PERFORM grantid.quarantine(p_ms, format(
+            'the database''s identity changed from system %s timeline %s to system %s '
+            'timeline %s (a promotion, a point-in-time recovery or a restore)',
+            coalesce(st.system_identifier, '?'), st.timeline,
+            coalesce(v_id.system_identifier, '?'), v_id.timeline));
+    END IF;
+    SELECT * INTO st FROM grantid.store;
+    IF p_ms < st.quarantine_until_ms THEN
+        RETURN format('quarantine: %s; no grant before Unix ms %s (%s ms from now), when '
+                      'every interval granted before it has ended', st.reason,
+                      st.quarantine_until_ms, st.quarantine_until_ms - p_ms);
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+
+-- The operator's fence (grantid authority fence): a quarantine from now.
+CREATE OR REPLACE FUNCTION grantid.fence(p_now_ms bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT grantid.quarantine(coalesce(p_now_ms,
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 'fenced by the operator');
+$fn$;
+
+-- grantid authority init --new-deployment: the row without a quarantine,
+-- if there is none yet. True if created.
+CREATE OR REPLACE FUNCTION grantid.declare_new_deployment() RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_id record := grantid.identity();
+BEGIN
+    INSERT INTO grantid.store (system_identifier, timeline, quarantine_until_ms, reason)
+    VALUES (v_id.system_identifier, v_id.timeline, 0, 'new deployment (operator)')
+    ON CONFLICT (id) DO NOTHING;
+    RETURN FOUND;
+END
+$fn$;
+
 -- The allocation rule (docs/DESIGN.md section 2), in one transaction: the caller's
 -- statement. Returns one row: status 'granted' (worker, grant_id,
 -- start_tick, end_tick), or 'lost' (someone else holds the worker, or none
@@ -103,6 +212,8 @@ DECLARE
     v_end    bigint;
     v_fence  bigint;
     v_cand   bigint;
+    v_gate   text;
+    v_ms     bigint;
 BEGIN
     IF p_timestamp_bits < 1 OR p_timestamp_bits > 62 OR p_worker_bits < 0
        OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1 THEN
@@ -158,9 +269,16 @@ BEGIN
     END IF;
 
     -- Authority time: the database's clock, in ticks of the layout.
-    v_now := greatest(coalesce(p_now_ms,
-                 floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-                 - p_epoch_ms, 0) / p_tick_ms;
+    v_ms := coalesce(p_now_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+    v_now := greatest(v_ms - p_epoch_ms, 0) / p_tick_ms;
+
+    -- State loss: nothing is granted while the database is quarantined.
+    v_gate := grantid.gate(v_ms);
+    IF v_gate IS NOT NULL THEN
+        RETURN QUERY SELECT 'wait'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, v_gate;
+        RETURN;
+    END IF;
 
     IF p_worker IS NOT NULL THEN
         IF p_worker < 0 OR p_worker >= v_count THEN
@@ -240,6 +358,15 @@ BEGIN
                                  w.worker, w.high_water);
         RETURN;
     END IF;
+    -- The bounded lead: no grant ends more than max_lead after the clock.
+    v_end := least(v_end, v_now + grantid.setting_ms('grantid.max_lead_ms', 7000) / p_tick_ms);
+    IF v_start >= v_end THEN
+        RETURN QUERY SELECT 'wait'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, format('worker %s: a grant from tick %s would end more than '
+                'max_lead (%s ms) after the clock', w.worker, v_start,
+                grantid.setting_ms('grantid.max_lead_ms', 7000));
+        RETURN;
+    END IF;
     UPDATE grantid.workers x
        SET holder = p_incarnation, lease_expiry = v_end + p_lease_grace,
            high_water = v_end, fencing = x.fencing + 1, updated_at = clock_timestamp()
@@ -286,4 +413,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3) ON CONFLICT DO NOTHING;

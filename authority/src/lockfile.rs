@@ -33,16 +33,20 @@ static HELD: ForkLocal<HashSet<PathBuf>> = ForkLocal::new();
 /// An exclusive lock on a state file, released when dropped.
 #[derive(Debug)]
 pub(crate) struct Locked {
-    file: File,
+    /// The open lock file; `None` only while dropping.
+    file: Option<File>,
     lock_path: PathBuf,
     path: PathBuf,
 }
 
 impl Drop for Locked {
     fn drop(&mut self) {
-        // Closing the descriptor (after this) releases the record lock.
+        // First close the descriptor, which releases the record lock; only
+        // then let the next thread of this process in. The other order let
+        // a thread take the (process-wide) record lock as its own, and then
+        // lose it to another process when this close released it.
+        drop(self.file.take());
         HELD.get().lock().remove(&self.lock_path);
-        let _ = &self.file;
     }
 }
 
@@ -143,7 +147,7 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
         match still_named(&file, &lp) {
             Ok(true) => {
                 return Ok(Locked {
-                    file,
+                    file: Some(file),
                     lock_path: lp,
                     path: path.to_owned(),
                 });
@@ -345,5 +349,43 @@ mod tests {
             got, 0,
             "the child held the unlinked lock file while this process held the new one"
         );
+    }
+
+    /// Threads of two processes take the lock in turn; each holder checks
+    /// that nobody else is inside (a marker file) while it holds the lock.
+    /// Returns how many times someone else was inside.
+    fn contend(path: &Path, marker: &Path) -> u8 {
+        let overlaps = std::sync::atomic::AtomicU8::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..150 {
+                        let l = lock(path, Duration::from_secs(10)).unwrap();
+                        let inside = fs::read(marker).map(|b| !b.is_empty()).unwrap_or(false);
+                        if inside {
+                            overlaps.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        fs::write(marker, b"x").unwrap();
+                        std::thread::yield_now();
+                        fs::write(marker, b"").unwrap();
+                        drop(l);
+                    }
+                });
+            }
+        });
+        overlaps.load(std::sync::atomic::Ordering::SeqCst).min(100)
+    }
+
+    #[test]
+    fn threads_of_two_processes_never_hold_the_lock_together() {
+        let path = temp_state("contend");
+        let marker = path.with_extension("marker");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&marker, b"").unwrap();
+        let (p, m) = (path.clone(), marker.clone());
+        let child = std::thread::spawn(move || in_child(|| contend(&p, &m)));
+        let mine = contend(&path, &marker);
+        let theirs = child.join().unwrap();
+        assert_eq!((mine, theirs), (0, 0), "holders overlapped");
     }
 }

@@ -25,12 +25,12 @@ use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The schema and functions (authority/sql/v1.sql; schema version 2).
+/// The schema and functions (authority/sql/v1.sql; schema version 3).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
 /// the script again when the database has only older versions.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, message \
      FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
@@ -120,7 +120,9 @@ impl PgAuthority {
             .keepalives_idle(options.timeout)
             .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} \
-                 -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on"
+                 -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on \
+                 -c grantid.max_lead_ms={} -c grantid.clock_skew_ms={}",
+                options.max_lead_ms, options.clock_skew_ms
             ));
         if config.get_application_name().is_none() {
             config.application_name("grantid");
@@ -389,9 +391,41 @@ impl Authority for PgAuthority {
         }
         Ok(format!(
             "schema grantid version {SCHEMA_VERSION} is in place (tables namespaces, workers, \
-             grant_log; functions acquire, release, prune_grant_log); fsync = {fsync}; \
+             grant_log, store; functions acquire, release, prune_grant_log, fence); \
+             fsync = {fsync}; \
              synchronous_commit = {sync_commit} for this session, forced to at least on in \
              every grant transaction; synchronous_standby_names = {standbys:?}"
+        ))
+    }
+
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        let report = self.init()?;
+        let created = self
+            .call("grantid.declare_new_deployment failed", |c| async move {
+                c.query_one("SELECT grantid.declare_new_deployment()", &[])
+                    .await
+            })
+            .map_err(Error::from)?
+            .get::<_, bool>(0);
+        Ok(if created {
+            format!("{report}; declared a new deployment: no quarantine")
+        } else {
+            format!("{report}; the database already holds grantid state: nothing declared")
+        })
+    }
+
+    fn fence(&self) -> Result<String, Error> {
+        let now_ms = self.now_ms();
+        let until: i64 = self
+            .call("grantid.fence failed", |c| async move {
+                c.query_one("SELECT grantid.fence($1)", &[&now_ms]).await
+            })
+            .map_err(Error::from)?
+            .get(0);
+        Ok(format!(
+            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
+             before every interval granted so far has ended",
+            self.options.max_lead_ms, self.options.clock_skew_ms
         ))
     }
 

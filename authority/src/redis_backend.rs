@@ -28,7 +28,7 @@ pub struct RedisAuthority {
     options: Options,
     script: Script,
     clock: Option<Arc<dyn Clock>>,
-    conn: ForkLocal<Option<(Connection, String)>>,
+    conn: ForkLocal<Option<Connection>>,
 }
 
 /// The key of the store-wide state-loss record (docs/AUTHORITIES.md, "State
@@ -78,8 +78,8 @@ impl RedisAuthority {
         self
     }
 
-    /// Connects, checks the server's settings, and reads its `run_id`.
-    fn connect(&self) -> Result<(Connection, String), GrantError> {
+    /// Connects and checks the server's settings.
+    fn connect(&self) -> Result<Connection, GrantError> {
         let t = self.options.timeout;
         let con = self
             .client
@@ -90,29 +90,19 @@ impl RedisAuthority {
             .map_err(|e| unavailable("cannot set timeouts", e))?;
         let mut con = con;
         check_persistence(&mut con)?;
-        let server: String = redis::cmd("INFO")
-            .arg("server")
-            .query(&mut con)
-            .map_err(|e| unavailable("INFO server failed", e))?;
-        let run_id = server
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| GrantError::Refused("redis: INFO server reports no run_id".into()))?;
-        Ok((con, run_id))
+        Ok(con)
     }
 
     fn with_conn<T>(
         &self,
-        f: impl FnOnce(&mut Connection, &str) -> Result<T, GrantError>,
+        f: impl FnOnce(&mut Connection) -> Result<T, GrantError>,
     ) -> Result<T, GrantError> {
         let mut slot = self.conn.get().lock();
         if slot.is_none() {
             *slot = Some(self.connect()?);
         }
-        let (con, run_id) = slot.as_mut().expect("connected above");
-        let result = f(con, run_id);
+        let con = slot.as_mut().expect("connected above");
+        let result = f(con);
         if matches!(result, Err(GrantError::Unavailable(_))) {
             *slot = None;
         }
@@ -213,9 +203,9 @@ impl GrantSource for RedisAuthority {
             .arg(grace)
             .arg(self.now_arg())
             .arg(self.options.log_max);
-        let reply: Vec<String> = self.with_conn(|c, run_id| {
+        let reply: Vec<String> = self.with_conn(|c| {
             invocation
-                .arg(run_id)
+                .arg("")
                 .arg(self.options.max_lead_ms)
                 .arg(self.options.clock_skew_ms)
                 .invoke(c)
@@ -254,7 +244,7 @@ impl GrantSource for RedisAuthority {
             .arg(last.incarnation.to_string())
             .arg(last.worker.to_string())
             .arg(self.now_arg());
-        let _ = self.with_conn(|c, _| {
+        let _ = self.with_conn(|c| {
             invocation
                 .invoke::<i64>(c)
                 .map_err(|e| unavailable("release failed", e))
@@ -265,7 +255,7 @@ impl GrantSource for RedisAuthority {
 impl Authority for RedisAuthority {
     fn init(&self) -> Result<String, Error> {
         let (sha, settings) = self
-            .with_conn(|c, _| {
+            .with_conn(|c| {
                 let sha: String = redis::cmd("SCRIPT")
                     .arg("LOAD")
                     .arg(LUA_V1)
@@ -278,18 +268,18 @@ impl Authority for RedisAuthority {
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
-        self.with_conn(|c, _| read_status(c, namespace))
+        self.with_conn(|c| read_status(c, namespace))
             .map_err(Error::from)
     }
 
     fn init_new_deployment(&self) -> Result<String, Error> {
         let report = self.init()?;
         let created: i64 = self
-            .with_conn(|c, run_id| {
+            .with_conn(|c| {
                 self.script
                     .key(STORE_KEY)
                     .arg("new_deployment")
-                    .arg(run_id)
+                    .arg("")
                     .arg(self.now_arg())
                     .invoke(c)
                     .map_err(|e| unavailable("new_deployment failed", e))
@@ -304,11 +294,11 @@ impl Authority for RedisAuthority {
 
     fn fence(&self) -> Result<String, Error> {
         let until: String = self
-            .with_conn(|c, run_id| {
+            .with_conn(|c| {
                 self.script
                     .key(STORE_KEY)
                     .arg("fence")
-                    .arg(run_id)
+                    .arg("")
                     .arg(self.options.max_lead_ms)
                     .arg(self.options.clock_skew_ms)
                     .arg(self.now_arg())

@@ -57,11 +57,11 @@ pub struct Options {
     /// `log_max` (Redis): approximate length cap of the grant log stream;
     /// 0 keeps every entry.
     pub log_max: u64,
-    /// `max_lead_ms` (Redis): no grant ends more than this after the
+    /// `max_lead_ms` (Redis, PostgreSQL): no grant ends more than this after the
     /// authority's clock; the quarantine after a state loss lasts this long
     /// plus `clock_skew_ms`.
     pub max_lead_ms: u64,
-    /// `clock_skew_ms` (Redis): added to every quarantine.
+    /// `clock_skew_ms` (Redis, PostgreSQL): added to every quarantine.
     pub clock_skew_ms: u64,
 }
 

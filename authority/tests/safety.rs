@@ -238,7 +238,7 @@ fn postgres_grants_commit_synchronously_whatever_the_database_default() {
     let base = url.split('?').next().unwrap();
     let db_url = format!("{}/{db}", base.rsplit_once('/').unwrap().0);
     let authority = grantid_authority::open(&db_url).unwrap();
-    authority.init().unwrap();
+    authority.init_new_deployment().unwrap();
     let mut raw = postgres::Client::connect(&db_url, postgres::NoTls).unwrap();
     let show = |c: &mut postgres::Client| -> String {
         c.query_one("SHOW synchronous_commit", &[]).unwrap().get(0)
@@ -279,16 +279,8 @@ fn redis_script_checks_the_lease_under_the_normalised_worker() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
-    let run_id = info
-        .lines()
-        .find_map(|l| l.strip_prefix("run_id:"))
-        .unwrap()
-        .trim()
-        .to_owned();
     let reply: Vec<String> = redis::Script::new(grantid_authority::LUA_V1)
         .key(format!("grantid:{{{ns}}}"))
-        .key("grantid:store")
         .arg("acquire")
         .arg("2")
         .arg("1")
@@ -303,9 +295,6 @@ fn redis_script_checks_the_lease_under_the_normalised_worker() {
         .arg(50)
         .arg("")
         .arg(0)
-        .arg(run_id)
-        .arg(7_000)
-        .arg(1_000)
         .invoke(&mut con)
         .unwrap();
     assert_eq!(

@@ -195,3 +195,78 @@ fn a_fence_quarantines_and_a_restart_from_a_stale_store_is_detected() {
         "{r:?}"
     );
 }
+
+/// A fresh database on the test server, dropped at the end.
+struct Database {
+    admin: postgres::Client,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn create() -> Option<Database> {
+        let url = common::postgres_url()?;
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let name = format!("grantid_loss_{:x}", common::random());
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let base = url.split('?').next().unwrap();
+        let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
+        Some(Database { admin, name, url })
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name));
+    }
+}
+
+#[test]
+fn postgres_quarantines_new_state_a_fence_and_a_new_timeline_and_bounds_the_lead() {
+    let Some(db) = Database::create() else {
+        return;
+    };
+    let url = format!("{}?max_lead_ms=400&clock_skew_ms=100", db.url);
+    let authority = open(&url).unwrap();
+    let ns = common::namespace("pgloss");
+    let req =
+        |inc, worker, not_before| common::request(&ns, inc, 1, worker, not_before, 10, layout());
+    let waits = |r: Result<grantid::Grant, grantid::GrantError>, needle: &str| {
+        assert!(
+            matches!(r, Err(grantid::GrantError::Unavailable(ref m)) if m.contains(needle)),
+            "{needle}: {r:?}"
+        );
+    };
+    // First use of a database without grantid state: quarantined.
+    waits(authority.acquire(&req(1, None, 0)), "no grantid state");
+    std::thread::sleep(Duration::from_millis(600));
+    let g = authority.acquire(&req(2, None, 0)).unwrap();
+    // The bounded lead: a renewal asked to start 10 s ahead must wait.
+    waits(
+        authority.acquire(&common::request(
+            &ns,
+            2,
+            2,
+            Some(g.worker),
+            g.end + 10_000,
+            10,
+            layout(),
+        )),
+        "max_lead",
+    );
+    // The operator's fence.
+    assert!(authority.fence().unwrap().contains("quarantine until"));
+    waits(authority.acquire(&req(3, None, 0)), "fenced");
+    std::thread::sleep(Duration::from_millis(600));
+    authority.acquire(&req(4, None, 0)).unwrap();
+    // A promotion or point-in-time recovery moves to a new timeline: here
+    // the recorded identity is made to differ, as a restored row would.
+    let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE grantid.store SET timeline = timeline - 1")
+        .unwrap();
+    waits(authority.acquire(&req(5, None, 0)), "identity changed");
+}

@@ -66,6 +66,14 @@ _services_start_postgres() {
   _GRANTID_PG_DIR=$dir
   _GRANTID_PG_BIN=$bin
   export GRANTID_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  # A throwaway server never issued an ID: apply the schema and declare it
+  # a new deployment, so its first use needs no state-loss quarantine
+  # (`grantid authority init --new-deployment`; docs/AUTHORITIES.md).
+  local sql
+  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/sql/v1.sql"
+  { "$bin/psql" "$GRANTID_TEST_POSTGRES_URL" -q -v ON_ERROR_STOP=1 -f "$sql" \
+      && "$bin/psql" "$GRANTID_TEST_POSTGRES_URL" -qAt -c 'SELECT grantid.declare_new_deployment()'; } \
+    >/dev/null 2>&1 || _services_log "could not declare postgres a new deployment: its first use waits"
 }
 
 _services_start_redis() {

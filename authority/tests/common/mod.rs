@@ -23,8 +23,18 @@ pub fn service(var: &str) -> Option<String> {
     }
 }
 
+/// The test PostgreSQL, declared a new deployment once (so its first use
+/// does not start a state-loss quarantine).
 pub fn postgres_url() -> Option<String> {
-    service("GRANTID_TEST_POSTGRES_URL")
+    static DECLARED: std::sync::Once = std::sync::Once::new();
+    let url = service("GRANTID_TEST_POSTGRES_URL")?;
+    DECLARED.call_once(|| {
+        grantid_authority::open(&url)
+            .unwrap()
+            .init_new_deployment()
+            .unwrap();
+    });
+    Some(url)
 }
 
 /// The test Redis, declared a new deployment once (so its first use does
@@ -109,9 +119,15 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
         ),
         Kind::File => Box::new(FileAuthority::new(temp_path("rule"), options).with_clock(clock)),
         Kind::Postgres => Box::new(
-            PgAuthority::new(&postgres_url()?, options)
-                .unwrap()
-                .with_injected_clock(clock),
+            PgAuthority::new(
+                &postgres_url()?,
+                Options {
+                    max_lead_ms: 1 << 40,
+                    ..options
+                },
+            )
+            .unwrap()
+            .with_injected_clock(clock),
         ),
         // The rule's cases step the clock by hours: no bounded lead here
         // (tests/state_loss.rs covers it).

@@ -37,7 +37,8 @@ if [ "$engine" = libfuzzer ]; then
     exit 2
   fi
   command -v cargo-bolero >/dev/null || cargo install cargo-bolero --locked
-  run() { cargo +nightly bolero test -p grantid-fuzz --test "$1" --engine libfuzzer -T "${seconds}s" "$2"; }
+  # cargo-bolero finds the harness by name among the test binaries.
+  run() { cargo +nightly bolero test -p grantid-fuzz --engine libfuzzer -T "${seconds}s" "$2"; }
 else
   # Release build: many more inputs per second than a debug one.
   cargo test --release --locked -p grantid-fuzz --no-run

@@ -2,7 +2,7 @@
 //! and the file authority's state file (truncated, corrupted, hostile JSON),
 //! read through the real `FileAuthority` on the real file system.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use grantid::{ErrorKind, GrantError, GrantRequest, Layout};
 
@@ -150,10 +150,25 @@ fn file_state_structured() {
             let (bytes, layout) = state_bytes(input);
             check_state_file(&path, &bytes, layout)
         });
+    remove_scratch(&path);
 }
 
 #[test]
 fn file_state_bytes() {
     let path = scratch_file("bytes.json");
     bolero::check!().for_each(|bytes: &[u8]| check_state_file(&path, bytes, Layout::default()));
+    remove_scratch(&path);
+}
+
+/// Removes a harness's state file (and its lock file, if any) and the
+/// directory once it is empty.
+fn remove_scratch(path: &Path) {
+    let dir = path.parent().unwrap();
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }

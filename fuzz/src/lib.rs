@@ -1,0 +1,1 @@
+//! Fuzz harnesses live in `tests/`; see docs/RELIABILITY.md.

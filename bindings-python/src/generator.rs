@@ -54,6 +54,16 @@ fn make_source(
     if let Ok(memory) = grant_source.cast::<PyMemoryAuthority>() {
         return Ok(Box::new(memory.get().0.clone()));
     }
+    let is_async: bool = py
+        .import("grantid._aio")
+        .and_then(|m| m.getattr("is_async")?.call1((grant_source,))?.extract())
+        .unwrap_or(false);
+    if is_async {
+        return Err(invalid(
+            "the grant source is a coroutine function (async def): start the generator with \
+             `await grantid.Generator.start_async(...)` inside the event loop that should run it",
+        ));
+    }
     match PySource::new(grant_source, source_timeout) {
         Some(source) => Ok(Box::new(source)),
         None => Err(invalid(format!(
@@ -168,6 +178,52 @@ impl PyGenerator {
         let inner = Arc::new(py.detach(|| builder.start()).map_err(to_pyerr)?);
         remember(&inner);
         Ok(PyGenerator { inner })
+    }
+
+    /// `await Generator.start_async(grant_source, namespace=..., ...)`: the
+    /// constructor run in the loop's default executor, so the loop keeps
+    /// running while the first grant is awaited. A coroutine grant source
+    /// (`async def`) runs on this loop (see `grantid._aio`).
+    #[classmethod]
+    #[pyo3(signature = (grant_source, **options))]
+    fn start_async<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        grant_source: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        py.import("grantid._aio")?
+            .getattr("start_async")?
+            .call((cls, grant_source), options)
+    }
+
+    /// `await gen.aclose()`: `close()` in the loop's default executor (a
+    /// coroutine grant source may need the loop to finish its call).
+    fn aclose<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("grantid._aio")?
+            .getattr("aclose")?
+            .call1((slf,))
+    }
+
+    /// `async with await Generator.start_async(...) as gen:`
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let done = py
+            .import("asyncio")?
+            .call_method0("get_running_loop")?
+            .call_method0("create_future")?;
+        done.call_method1("set_result", (slf,))?;
+        Ok(done)
+    }
+
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        _exc_type: &Bound<'py, PyAny>,
+        _exc: &Bound<'py, PyAny>,
+        _tb: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Self::aclose(slf)
     }
 
     /// The next ID. The common case runs with the GIL held (no wait is

@@ -14,6 +14,8 @@ one worker value, never twice.
 * ``fork()``-safe: a child (multiprocessing, gunicorn pre-fork) gets a fresh
   incarnation, a new worker and a new grant before its first ID.
 * Errors are subclasses of ``GrantIdError`` with a stable ``code``.
+* asyncio: ``await Generator.start_async(source, namespace=...)``; an
+  ``async def`` grant source runs on that loop (see ``grantid._aio``).
 * Logging: the core's events (``event=grant``, ``event=grant_uncertain``,
   ``event=lease_lost``, ...) go to ``logging.getLogger("grantid")`` at the
   core's levels; like any library, the package adds only a ``NullHandler``.

@@ -104,7 +104,7 @@ async function main() {
     }
     asyncNs.sort((a, b) => a - b)
     const asyncMedian = asyncNs[Math.floor(asyncNs.length / 2)]
-    console.log(`\nawait nextIdsAsync(1000): ${asyncMedian.toFixed(1)} ns per ID (${(asyncMedian / 1000).toFixed(1)} us per call, off the JS thread)`)
+    console.log(`\nawait nextIdsAsync(1000): ${asyncMedian.toFixed(1)} ns per ID (${asyncMedian.toFixed(1)} us per call of 1000, off the JS thread)`)
 
     console.log(`\n| generator | IDs in a tight loop | duplicates | ms |`)
     console.log('|---|---:|---:|---:|')

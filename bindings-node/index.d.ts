@@ -31,6 +31,15 @@ export declare class Generator {
   nextIdBigInt(): bigint
   /** `n` IDs in increasing order, all or none (`n <= maxBatch`). */
   nextIds(n: number): Array<string>
+  /**
+   * `n` IDs in increasing order, all or none (`n <= maxBatch`), taken
+   * off the JS thread: resolves once the batch is issued, waiting for a
+   * grant switch or a renewal (a JS grant source runs meanwhile) up to
+   * `timeoutMs` (default 10000); then rejects with the last error.
+   * `LEASE_LOST`, `CLOSED`, `CLOCK_ROLLBACK` and `INVALID_ARGUMENT`
+   * reject at once.
+   */
+  nextIdsAsync(n: number, timeoutMs?: number): Promise<Array<string>>
   /** The fields of an ID of this generator's layout. */
   decode(id: string | bigint): DecodedId
   /** The fields of an ID as bigints. */
@@ -146,6 +155,12 @@ export declare function encode(timestamp: number | bigint, worker: number | bigi
 export declare function errorCodes(): Array<string>
 
 /**
+ * True when this addon's bridge is the process's `log` logger (set by the
+ * first `Generator.start` with `onEvent`).
+ */
+export declare function eventsInstalled(): boolean
+
+/**
  * The shape of a grant, for the TypeScript declarations. Answers are read
  * field by field by `parse_grant`, which names a missing or mistyped field.
  */
@@ -160,6 +175,16 @@ export interface Grant {
   start: number | bigint
   /** First tick after the interval (exclusive). */
   end: number | bigint
+}
+
+/** What `onEvent` is told. */
+export interface GrantIdEvent {
+  /** The event's name (`grant`, `grant_uncertain`, `lease_lost`, ...). */
+  event: string
+  /** `'error' | 'warn' | 'info' | 'debug' | 'trace'`. */
+  level: 'error' | 'warn' | 'info' | 'debug' | 'trace'
+  /** The whole line, `event=NAME key=value ...`. */
+  message: string
 }
 
 /**
@@ -263,6 +288,12 @@ export interface StartOptions {
   forkPolicy?: 'reactivate' | 'close'
   /** A `ManualClock` instead of the system clock (tests). */
   clock?: ManualClock
+  /**
+   * Called on the JS thread with each of the core's events for this
+   * generator's namespace (`grant`, `grant_uncertain`, `lease_lost`,
+   * `closed`, ...), queued without blocking issuance.
+   */
+  onEvent?: (event: GrantIdEvent) => void
 }
 
 /** A snapshot of a generator's counters and lease. */

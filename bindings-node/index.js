@@ -842,5 +842,6 @@ module.exports.decode = nativeBinding.decode
 module.exports.decodeBigInt = nativeBinding.decodeBigInt
 module.exports.encode = nativeBinding.encode
 module.exports.errorCodes = nativeBinding.errorCodes
+module.exports.eventsInstalled = nativeBinding.eventsInstalled
 module.exports.layout = nativeBinding.layout
 module.exports.parseId = nativeBinding.parseId

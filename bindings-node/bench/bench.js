@@ -94,6 +94,18 @@ async function main() {
       console.log(`\nnextId is ${(fastest.ns / base).toFixed(2)}x faster than the fastest peer (${fastest.name}); target >= 1.7x`)
     }
 
+    // The async batch: one libuv thread-pool round trip per call.
+    const asyncNs = []
+    for (let r = 0; r < ROUNDS; r++) {
+      const calls = 200
+      const t0 = process.hrtime.bigint()
+      for (let i = 0; i < calls; i++) await unbound.nextIdsAsync(1000)
+      asyncNs.push(Number(process.hrtime.bigint() - t0) / (calls * 1000))
+    }
+    asyncNs.sort((a, b) => a - b)
+    const asyncMedian = asyncNs[Math.floor(asyncNs.length / 2)]
+    console.log(`\nawait nextIdsAsync(1000): ${asyncMedian.toFixed(1)} ns per ID (${asyncMedian.toFixed(1)} us per call of 1000, off the JS thread)`)
+
     console.log(`\n| generator | IDs in a tight loop | duplicates | ms |`)
     console.log('|---|---:|---:|---:|')
     for (const d of duplicateLoops(snowflake)) {

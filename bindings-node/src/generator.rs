@@ -2,16 +2,18 @@
 //! and friends, all synchronous and lock-free in the core.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::{AsyncTask, BigInt, ToNapiValue, Unknown};
 use napi::{Env, Task};
 use napi_derive::napi;
 
 use crate::convert::{
-    DecodedId, DecodedIdBigInt, LayoutInfo, count_from_js, decoded_to_js, decoded_to_js_bigint,
-    from_js, id_from_js,
+    DecodedId, DecodedIdBigInt, LayoutInfo, MAX_SAFE, count_from_js, decoded_to_js,
+    decoded_to_js_bigint, from_js, id_from_js, number_to_u64,
 };
 use crate::errors::{Result, map_error, rejection};
+use crate::events;
 use crate::hot::{self, RawValue};
 use crate::options::{Plan, StartOptions};
 
@@ -25,12 +27,23 @@ use crate::options::{Plan, StartOptions};
 #[napi]
 pub struct Generator {
     inner: Arc<grantid::Generator>,
+    /// The `onEvent` registration, removed on close.
+    events: Option<u64>,
+}
+
+impl Drop for Generator {
+    fn drop(&mut self) {
+        if let Some(id) = self.events {
+            events::unregister(id);
+        }
+    }
 }
 
 /// Starts a generator off the JS thread, so a JS grant source can answer
 /// the first request while `start` waits for it.
 pub struct StartTask {
     plan: Option<Plan>,
+    events: Option<u64>,
 }
 
 impl Task for StartTask {
@@ -44,6 +57,11 @@ impl Task for StartTask {
                 "start ran twice",
             )));
         };
+        // Registered before the first grant, so start-up events
+        // (`grant_uncertain`, ...) reach `onEvent` too.
+        if let Some(f) = &plan.events {
+            self.events = Some(events::register(plan.namespace(), Arc::clone(f)));
+        }
         Ok(plan.into_builder().and_then(|b| b.start()))
     }
 
@@ -53,6 +71,7 @@ impl Task for StartTask {
                 let inner = Arc::new(inner);
                 let generator = Generator {
                     inner: Arc::clone(&inner),
+                    events: self.events.take(),
                 };
                 // SAFETY: `env` is the live env of this resolve callback, on
                 // the JS thread; the class is registered (the module loaded).
@@ -62,10 +81,65 @@ impl Task for StartTask {
                 hot::install(&env, instance, &inner)?;
                 Ok(RawValue(instance))
             }
+            Err(e) => {
+                if let Some(id) = self.events.take() {
+                    events::unregister(id);
+                }
+                Err(rejection(&env, e))
+            }
+        }
+    }
+}
+
+/// `nextIdsAsync`: a batch taken off the JS thread, waiting out a grant
+/// switch or a renewal (which may need the JS thread for a JS grant
+/// source) up to a deadline.
+pub struct NextIdsTask {
+    inner: Arc<grantid::Generator>,
+    n: usize,
+    timeout: Duration,
+}
+
+impl Task for NextIdsTask {
+    type Output = std::result::Result<Vec<u64>, grantid::Error>;
+    type JsValue = Vec<String>;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let deadline = Instant::now() + self.timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.inner.next_ids(self.n) {
+                Err(e) if waitable(e.kind()) && Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Vec<String>> {
+        match output {
+            Ok(ids) => Ok(ids.iter().map(u64::to_string).collect()),
             Err(e) => Err(rejection(&env, e)),
         }
     }
 }
+
+/// Errors a renewal can end: waited out by `nextIdsAsync`. `LEASE_LOST`,
+/// `CLOSED`, `CLOCK_ROLLBACK` and `INVALID_ARGUMENT` reject at once.
+fn waitable(kind: grantid::ErrorKind) -> bool {
+    matches!(
+        kind,
+        grantid::ErrorKind::GrantExhausted
+            | grantid::ErrorKind::Unavailable
+            | grantid::ErrorKind::NotYetValid
+            | grantid::ErrorKind::CapacityExhausted
+    )
+}
+
+/// The default bound of `nextIdsAsync` (ms).
+const DEFAULT_ASYNC_TIMEOUT_MS: u64 = 10_000;
 
 /// A snapshot of a generator's counters and lease.
 #[napi(object)]
@@ -99,7 +173,10 @@ impl Generator {
     )]
     pub fn start(options: Unknown<'_>) -> Result<AsyncTask<StartTask>> {
         let plan = Plan::from_options(from_js::<StartOptions<'_>>(&options)?)?;
-        Ok(AsyncTask::new(StartTask { plan: Some(plan) }))
+        Ok(AsyncTask::new(StartTask {
+            plan: Some(plan),
+            events: None,
+        }))
     }
 
     /// The next ID, as a decimal string.
@@ -123,6 +200,33 @@ impl Generator {
         let n = count_from_js(&n, "n")?;
         let ids = self.inner.next_ids(n as usize).map_err(map_error)?;
         Ok(ids.iter().map(u64::to_string).collect())
+    }
+
+    /// `n` IDs in increasing order, all or none (`n <= maxBatch`), taken
+    /// off the JS thread: resolves once the batch is issued, waiting for a
+    /// grant switch or a renewal (a JS grant source runs meanwhile) up to
+    /// `timeoutMs` (default 10000); then rejects with the last error.
+    /// `LEASE_LOST`, `CLOSED`, `CLOCK_ROLLBACK` and `INVALID_ARGUMENT`
+    /// reject at once.
+    #[napi(
+        ts_args_type = "n: number, timeoutMs?: number",
+        ts_return_type = "Promise<Array<string>>"
+    )]
+    pub fn next_ids_async(
+        &self,
+        n: Unknown<'_>,
+        timeout_ms: Option<f64>,
+    ) -> Result<AsyncTask<NextIdsTask>> {
+        let n = count_from_js(&n, "n")?;
+        let timeout = match timeout_ms {
+            None => DEFAULT_ASYNC_TIMEOUT_MS,
+            Some(v) => number_to_u64(v, "timeoutMs", MAX_SAFE)?,
+        };
+        Ok(AsyncTask::new(NextIdsTask {
+            inner: Arc::clone(&self.inner),
+            n: n as usize,
+            timeout: Duration::from_millis(timeout),
+        }))
     }
 
     /// The fields of an ID of this generator's layout.
@@ -169,6 +273,11 @@ impl Generator {
     #[napi]
     pub fn close(&self) {
         self.inner.close();
+        // The `closed` event is queued by now; later events are not this
+        // generator's.
+        if let Some(id) = self.events {
+            events::unregister(id);
+        }
     }
 
     /// True once `close()` ran.

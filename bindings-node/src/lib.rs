@@ -25,6 +25,7 @@
 mod clock;
 mod convert;
 mod errors;
+mod events;
 mod functions;
 mod generator;
 mod hot;

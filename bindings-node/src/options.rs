@@ -11,6 +11,7 @@ use napi_derive::napi;
 use crate::clock::ManualClock;
 use crate::convert::{LayoutOptions, MAX_SAFE, layout_from_js, number_to_u64};
 use crate::errors::{Result, invalid};
+use crate::events::EventFn;
 use crate::source::{JsSource, LeaseLost, LostFn, SourceFn};
 
 /// How long the renewal thread waits for a JS grant source to answer before
@@ -62,6 +63,11 @@ pub struct StartOptions<'env> {
     pub fork_policy: Option<String>,
     /// A `ManualClock` instead of the system clock (tests).
     pub clock: Option<ClassInstance<'env, ManualClock>>,
+    /// Called on the JS thread with each of the core's events for this
+    /// generator's namespace (`grant`, `grant_uncertain`, `lease_lost`,
+    /// `closed`, ...), queued without blocking issuance.
+    #[napi(ts_type = "(event: GrantIdEvent) => void")]
+    pub on_event: Option<EventFn>,
 }
 
 /// Where grants come from.
@@ -76,6 +82,8 @@ pub struct Plan {
     namespace: String,
     source: SourceChoice,
     settings: Vec<Setting>,
+    /// The `onEvent` function.
+    pub events: Option<Arc<EventFn>>,
 }
 
 enum Setting {
@@ -166,7 +174,13 @@ impl Plan {
             namespace: o.namespace,
             source,
             settings,
+            events: o.on_event.map(Arc::new),
         })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Resolves the source and configures the core builder (off the JS

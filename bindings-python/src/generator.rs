@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use grantid::{ForkPolicy, GrantSource};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyString};
 
 use crate::clock::{PyManualClock, PyMemoryAuthority};
 use crate::errors::{invalid, to_pyerr};
@@ -53,6 +54,16 @@ fn make_source(
     if let Ok(memory) = grant_source.cast::<PyMemoryAuthority>() {
         return Ok(Box::new(memory.get().0.clone()));
     }
+    let is_async: bool = py
+        .import("grantid._aio")
+        .and_then(|m| m.getattr("is_async")?.call1((grant_source,))?.extract())
+        .unwrap_or(false);
+    if is_async {
+        return Err(invalid(
+            "the grant source is a coroutine function (async def): start the generator with \
+             `await grantid.Generator.start_async(...)` inside the event loop that should run it",
+        ));
+    }
     match PySource::new(grant_source, source_timeout) {
         Some(source) => Ok(Box::new(source)),
         None => Err(invalid(format!(
@@ -60,6 +71,14 @@ fn make_source(
             grant_source.get_type().name()?
         ))),
     }
+}
+
+/// `array.array`, looked up once.
+fn array_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    ARRAY
+        .get_or_try_init(py, || Ok(py.import("array")?.getattr("array")?.unbind()))
+        .map(|a| a.bind(py))
 }
 
 /// Issues IDs inside committed grants. Thread-safe: share one per process
@@ -161,6 +180,52 @@ impl PyGenerator {
         Ok(PyGenerator { inner })
     }
 
+    /// `await Generator.start_async(grant_source, namespace=..., ...)`: the
+    /// constructor run in the loop's default executor, so the loop keeps
+    /// running while the first grant is awaited. A coroutine grant source
+    /// (`async def`) runs on this loop (see `grantid._aio`).
+    #[classmethod]
+    #[pyo3(signature = (grant_source, **options))]
+    fn start_async<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        grant_source: &Bound<'py, PyAny>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        py.import("grantid._aio")?
+            .getattr("start_async")?
+            .call((cls, grant_source), options)
+    }
+
+    /// `await gen.aclose()`: `close()` in the loop's default executor (a
+    /// coroutine grant source may need the loop to finish its call).
+    fn aclose<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("grantid._aio")?
+            .getattr("aclose")?
+            .call1((slf,))
+    }
+
+    /// `async with await Generator.start_async(...) as gen:`
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let done = py
+            .import("asyncio")?
+            .call_method0("get_running_loop")?
+            .call_method0("create_future")?;
+        done.call_method1("set_result", (slf,))?;
+        Ok(done)
+    }
+
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        _exc_type: &Bound<'py, PyAny>,
+        _exc: &Bound<'py, PyAny>,
+        _tb: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Self::aclose(slf)
+    }
+
     /// The next ID. The common case runs with the GIL held (no wait is
     /// possible on it); a call that has to wait releases the GIL.
     fn next_id(&self, py: Python<'_>) -> PyResult<u64> {
@@ -179,6 +244,22 @@ impl PyGenerator {
     fn next_ids(&self, py: Python<'_>, n: i64) -> PyResult<Vec<u64>> {
         let n = usize::try_from(n).map_err(|_| invalid(format!("batch of {n} is negative")))?;
         py.detach(|| self.inner.next_ids(n)).map_err(to_pyerr)
+    }
+
+    /// `n` IDs in increasing order as an `array.array('Q')`, all or none
+    /// (`n <= max_batch`): filled in Rust with the GIL released, no Python
+    /// int per ID.
+    fn next_ids_array<'py>(&self, py: Python<'py>, n: i64) -> PyResult<Bound<'py, PyAny>> {
+        let n = usize::try_from(n).map_err(|_| invalid(format!("batch of {n} is negative")))?;
+        let mut ids = vec![0u64; n];
+        py.detach(|| self.inner.fill(&mut ids)).map_err(to_pyerr)?;
+        let bytes = PyBytes::new_with(py, n * 8, |buf| {
+            for (chunk, id) in buf.chunks_exact_mut(8).zip(&ids) {
+                chunk.copy_from_slice(&id.to_ne_bytes());
+            }
+            Ok(())
+        })?;
+        array_type(py)?.call1(("Q", bytes))
     }
 
     /// The fields of an ID of this generator's layout.

@@ -11,6 +11,7 @@ mod errors;
 mod generator;
 mod grant;
 mod layout;
+mod logbridge;
 mod public;
 mod source;
 mod url;
@@ -41,6 +42,8 @@ fn _grantid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout::parse_id, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     url::register(m)?;
+    logbridge::install(m.py())?;
+    m.add_function(wrap_pyfunction!(logbridge::log_bridge_installed, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_EPOCH_MS", grantid::DEFAULT_EPOCH_MS)?;
     m.add("DEFAULT_MAX_DRIFT_MS", grantid::DEFAULT_MAX_DRIFT_MS)?;

@@ -215,16 +215,21 @@ impl PyCalls {
                 return Err(GrantError::Lost(reason));
             }
             Err(err) => {
+                // The core logs the failure once (`event=grant_uncertain`,
+                // warning, with this reason); the traceback goes at debug.
                 let why = format!("the grant source raised {}", describe(py, &err));
-                log(py, "error", &why, Some(&err));
+                log(
+                    py,
+                    "debug",
+                    &format!("event=source_traceback {why}"),
+                    Some(&err),
+                );
                 return Err(GrantError::Unavailable(why));
             }
         };
-        grant_from_answer(answer.bind(py)).map_err(|why| {
-            let why = format!("from the grant source: {why}");
-            log(py, "error", &format!("invalid grant {why}"), None);
-            GrantError::Invalid(why)
-        })
+        // The core logs an invalid grant (`event=grant_invalid`, error).
+        grant_from_answer(answer.bind(py))
+            .map_err(|why| GrantError::Invalid(format!("from the grant source: {why}")))
     }
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import json
 import threading
 from typing import List
@@ -41,6 +42,25 @@ def test_next_ids(gen: grantid.Generator) -> None:
         gen.next_ids(grantid.DEFAULT_MAX_BATCH + 1)
     with pytest.raises(grantid.InvalidArgument, match="negative"):
         gen.next_ids(-1)
+
+
+def test_next_ids_array(gen: grantid.Generator) -> None:
+    first = gen.next_id()
+    batch = gen.next_ids_array(5_000)
+    assert isinstance(batch, array.array) and batch.typecode == "Q"
+    ids = batch.tolist()
+    assert len(ids) == 5_000 and ids == sorted(ids) and len(set(ids)) == 5_000
+    assert ids[0] > first and gen.next_id() > ids[-1]
+    assert all(gen.decode(i).worker == gen.stats()["worker"] for i in ids[:10])
+    assert memoryview(batch).format == "Q" and memoryview(batch).nbytes == 40_000
+    assert len(gen.next_ids_array(0)) == 0
+    with pytest.raises(grantid.InvalidArgument, match="max_batch"):
+        gen.next_ids_array(grantid.DEFAULT_MAX_BATCH + 1)
+    with pytest.raises(grantid.InvalidArgument, match="negative"):
+        gen.next_ids_array(-1)
+    gen.close()
+    with pytest.raises(grantid.Closed):
+        gen.next_ids_array(1)
 
 
 def test_next_id_str_round_trips_through_json(gen: grantid.Generator) -> None:

@@ -4,6 +4,8 @@ accept every call below and give the types the asserts rely on."""
 
 from __future__ import annotations
 
+import array
+import asyncio
 import json
 from typing import Any, Dict, List, Optional
 
@@ -21,6 +23,19 @@ def lost(event: grantid.LeaseLostEvent) -> None:
     print(event.worker, event.reason)
 
 
+async def async_source(request: grantid.GrantRequest) -> Dict[str, Any]:
+    await asyncio.sleep(0)
+    return source(request)
+
+
+async def use_async() -> None:
+    async with await grantid.Generator.start_async(async_source, namespace="typed-async") as gen:
+        first: int = gen.next_id()
+        assert first > 0
+    g = await grantid.Generator.start_async(grantid.MemoryAuthority(), namespace="typed-async2", max_wait=0.1)
+    await g.aclose()
+
+
 def main() -> None:
     layout = grantid.Layout(timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=grantid.DEFAULT_EPOCH_MS, tick_ms=1)
     assert layout.encode(1, 2, 3) > 0
@@ -28,6 +43,8 @@ def main() -> None:
         one: int = gen.next_id()
         text: str = gen.next_id_str()
         many: List[int] = gen.next_ids(10)
+        buf: array.array[int] = gen.next_ids_array(10)
+        assert len(buf) == 10
         fields: grantid.Decoded = gen.decode(one)
         again: grantid.Decoded = gen.decode(text)
         stats = gen.stats()
@@ -54,6 +71,8 @@ def main() -> None:
     slug: str = public.encode_str(one)
     back: int = public.decode_str(slug)
     assert back == one and public.decode(public.encode("20497")) == 20497
+    asyncio.run(use_async())
+    assert isinstance(grantid.log_bridge_installed(), bool)
     helper: authorities.PostgresSource = authorities.postgres(lambda: None)
     assert callable(helper.acquire) and authorities.POSTGRES_SQL
 

@@ -81,6 +81,21 @@
 // backoff. Any value other than the three constants counts as this.
 #define GRANTID_GRANT_UNAVAILABLE 2
 
+// Level of an event: unrecoverable for a generator (a lost lease).
+#define GRANTID_LOG_ERROR 1
+
+// Level of an event: a condition retried (an uncertain grant).
+#define GRANTID_LOG_WARN 2
+
+// Level of an event: a state change (closed, fork re-activation).
+#define GRANTID_LOG_INFO 3
+
+// Level of an event: routine (each grant).
+#define GRANTID_LOG_DEBUG 4
+
+// Level of an event: the most detailed.
+#define GRANTID_LOG_TRACE 5
+
 // `fork_policy`: a `fork()` child re-activates on its first call (fresh
 // incarnation, new worker, new grant; the call waits up to the start-up
 // timeout). The default.
@@ -365,6 +380,16 @@ typedef struct grantid_generator_stats {
   uint64_t fork_reactivations;
 } grantid_generator_stats;
 
+// Receives one event: its level (`GRANTID_LOG_*`), its target (the Rust
+// module path, `"grantid"` for the core's events), its message (starting
+// with `event=NAME`) and the `user_data` given to
+// `grantid_set_log_callback`. Both strings are NUL-terminated and valid
+// only during the call.
+typedef void (*grantid_log_fn)(int32_t level,
+                               const char *target,
+                               const char *message,
+                               void *user_data);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -560,6 +585,19 @@ grantid_status grantid_layout_decode(const struct grantid_layout *layout,
 // points to writable memory for one `uint64_t`.
 grantid_status grantid_parse_id(const char *text,
                                 uint64_t *out_id);
+
+// Sends the library's events to `callback`, process-wide, for every event
+// at `min_level` or more severe (`GRANTID_LOG_WARN` delivers warnings and
+// errors). `callback` NULL stops delivery (`min_level` is then ignored).
+// Replaces any earlier callback; returns once no call to the earlier one
+// is in flight. See the module text for threading: `callback` runs on
+// grantid's threads and `user_data` must be usable from any thread.
+//
+// `GRANTID_INVALID_ARGUMENT`: `min_level` outside 1..=5, a call from inside
+// the callback, or another `log` logger installed in the process first.
+grantid_status grantid_set_log_callback(grantid_log_fn callback,
+                                        int32_t min_level,
+                                        void *user_data);
 
 // Writes the default options to the caller's `size` bytes at `out`
 // (default layout and timings, no namespace, no callbacks, `user_data`

@@ -33,6 +33,9 @@
 //! * **Callbacks** run on the generator's renewal thread (the grant callback
 //!   and `on_lease_lost`) or on the thread that closes it (`release`); never
 //!   on the `grantid_next_id` path.
+//! * **Events**: `grantid_set_log_callback` delivers the core's events
+//!   (`event=grant`, `event=lease_lost`, ...) to a C function, process-wide
+//!   (see `logging.rs` for its threading).
 //! * **ID semantics** all come from the core crate `grantid`: this crate only
 //!   converts types and errors.
 
@@ -40,6 +43,7 @@ mod callback;
 mod generator;
 mod guard;
 mod layout;
+mod logging;
 mod options;
 mod public;
 mod sized;
@@ -64,6 +68,10 @@ pub use guard::grantid_last_error_message;
 pub use layout::{
     grantid_decoded, grantid_layout, grantid_layout_decode, grantid_layout_default,
     grantid_layout_encode, grantid_layout_new, grantid_parse_id,
+};
+pub use logging::{
+    GRANTID_LOG_DEBUG, GRANTID_LOG_ERROR, GRANTID_LOG_INFO, GRANTID_LOG_TRACE, GRANTID_LOG_WARN,
+    grantid_log_fn, grantid_set_log_callback,
 };
 pub use options::{
     GRANTID_FORK_CLOSE, GRANTID_FORK_REACTIVATE, grantid_generator_options,

@@ -303,6 +303,103 @@ static void test_bad_options(void) {
     test_authority_destroy(a);
 }
 
+/* The process-wide log callback: the core's events at their levels. */
+typedef struct {
+    pthread_mutex_t lock;
+    int by_level[6];
+    int grants, uncertain, lost, closed, other_target;
+    int nested; /* the status of the nested call */
+} log_sink;
+
+static void on_log(int32_t level, const char *target, const char *message, void *user_data) {
+    log_sink *s = (log_sink *)user_data;
+    pthread_mutex_lock(&s->lock);
+    if (level >= 1 && level <= 5) {
+        s->by_level[level]++;
+    }
+    if (strcmp(target, "grantid") != 0) {
+        s->other_target++;
+    } else if (strncmp(message, "event=grant ", 12) == 0 && level == GRANTID_LOG_DEBUG) {
+        s->grants++;
+    } else if (strncmp(message, "event=grant_uncertain ", 22) == 0 && level == GRANTID_LOG_WARN) {
+        s->uncertain++;
+    } else if (strncmp(message, "event=lease_lost ", 17) == 0 && level == GRANTID_LOG_ERROR) {
+        s->lost++;
+    } else if (strncmp(message, "event=closed ", 13) == 0 && level == GRANTID_LOG_INFO) {
+        s->closed++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    /* Replacing the callback from inside it is refused (it would wait for itself). */
+    grantid_status n = grantid_set_log_callback(NULL, 0, NULL);
+    pthread_mutex_lock(&s->lock);
+    s->nested = (int)n;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int sink_get(log_sink *s, int *field) {
+    pthread_mutex_lock(&s->lock);
+    int v = *field;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+static void start_and_close(void) {
+    test_authority *a = test_authority_new(AUTH_NORMAL);
+    grantid_generator_options o;
+    test_options(&o, a);
+    grantid_generator *gen = NULL;
+    CHECK_OK(grantid_generator_new(&o, &gen));
+    uint64_t id;
+    CHECK_OK(grantid_next_id(gen, &id));
+    grantid_generator_free(gen);
+    test_authority_destroy(a);
+}
+
+static void test_log_callback(void) {
+    CHECK(GRANTID_LOG_ERROR == 1 && GRANTID_LOG_WARN == 2 && GRANTID_LOG_INFO == 3);
+    CHECK(GRANTID_LOG_DEBUG == 4 && GRANTID_LOG_TRACE == 5);
+    log_sink s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.lock, NULL);
+    s.nested = (int)GRANTID_OK;
+    CHECK_STATUS(grantid_set_log_callback(on_log, 0, &s), GRANTID_INVALID_ARGUMENT);
+    CHECK_MESSAGE_HAS("min_level");
+    CHECK_STATUS(grantid_set_log_callback(on_log, 6, &s), GRANTID_INVALID_ARGUMENT);
+
+    CHECK_OK(grantid_set_log_callback(on_log, GRANTID_LOG_DEBUG, &s));
+    start_and_close();
+    CHECK(sink_get(&s, &s.grants) >= 1);
+    CHECK(sink_get(&s, &s.closed) == 1);
+    CHECK(sink_get(&s, &s.nested) == (int)GRANTID_INVALID_ARGUMENT);
+    expect_start_failure(AUTH_UNAVAILABLE, GRANTID_UNAVAILABLE, "test authority is down");
+    CHECK(sink_get(&s, &s.uncertain) >= 1);
+    test_lease_lost();
+    CHECK(sink_get(&s, &s.lost) >= 1);
+    CHECK(sink_get(&s, &s.by_level[GRANTID_LOG_TRACE]) == 0);
+
+    /* Warnings and errors only. */
+    memset(s.by_level, 0, sizeof s.by_level);
+    s.grants = s.closed = 0;
+    CHECK_OK(grantid_set_log_callback(on_log, GRANTID_LOG_WARN, &s));
+    start_and_close();
+    CHECK(sink_get(&s, &s.grants) == 0 && sink_get(&s, &s.closed) == 0);
+    CHECK(sink_get(&s, &s.by_level[GRANTID_LOG_DEBUG]) == 0);
+    expect_start_failure(AUTH_UNAVAILABLE, GRANTID_UNAVAILABLE, "test authority is down");
+    CHECK(sink_get(&s, &s.by_level[GRANTID_LOG_WARN]) >= 1);
+
+    /* NULL stops delivery; once it returned, the sink is never touched. */
+    CHECK_OK(grantid_set_log_callback(NULL, 0, NULL));
+    memset(s.by_level, 0, sizeof s.by_level);
+    start_and_close();
+    expect_start_failure(AUTH_UNAVAILABLE, GRANTID_UNAVAILABLE, "test authority is down");
+    int total = 0;
+    for (int l = 1; l <= 5; l++) {
+        total += sink_get(&s, &s.by_level[l]);
+    }
+    CHECK(total == 0);
+    pthread_mutex_destroy(&s.lock);
+}
+
 int main(void) {
     test_statuses();
     test_layouts();
@@ -311,5 +408,6 @@ int main(void) {
     test_callback_answers();
     test_lease_lost();
     test_bad_options();
+    test_log_callback();
     CHECK_DONE("test_api");
 }

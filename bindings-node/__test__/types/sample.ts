@@ -11,6 +11,8 @@ import {
   type Grant,
   type GrantRequest,
   type LeaseLost,
+  type GrantIdEvent,
+  eventsInstalled,
   type Stats,
 } from 'grantid'
 
@@ -41,11 +43,18 @@ export async function main(): Promise<string[]> {
       void event.worker
     },
     clock: new ManualClock(Date.now()),
+    onEvent: (e: GrantIdEvent) => {
+      const level: 'error' | 'warn' | 'info' | 'debug' | 'trace' = e.level
+      void `${level} ${e.event} ${e.message}`
+    },
   })
   const fromUrl = await Generator.start({ grantSource: 'file:/tmp/grantid.json', namespace: 'orders-v1' })
   const id: string = gen.nextId()
   const big: bigint = gen.nextIdBigInt()
   const batch: string[] = gen.nextIds(10)
+  const later: string[] = await gen.nextIdsAsync(10, 1000)
+  const installed: boolean = eventsInstalled()
+  void [later, installed]
   const fields = gen.decode(id)
   const ms: number = fields.unixMs + decode(big).timestamp
   const wide: bigint = decodeBigInt(id).sequence

@@ -14,11 +14,17 @@ one worker value, never twice.
 * ``fork()``-safe: a child (multiprocessing, gunicorn pre-fork) gets a fresh
   incarnation, a new worker and a new grant before its first ID.
 * Errors are subclasses of ``GrantIdError`` with a stable ``code``.
+* asyncio: ``await Generator.start_async(source, namespace=...)``; an
+  ``async def`` grant source runs on that loop (see ``grantid._aio``).
+* Logging: the core's events (``event=grant``, ``event=grant_uncertain``,
+  ``event=lease_lost``, ...) go to ``logging.getLogger("grantid")`` at the
+  core's levels; like any library, the package adds only a ``NullHandler``.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 from typing import Callable, List
 
@@ -48,6 +54,7 @@ from ._grantid import (
     PublicIds,
     Unavailable,
     decode,
+    log_bridge_installed,
     parse_id,
 )
 
@@ -74,8 +81,13 @@ __all__ = [
     "PublicIds",
     "Unavailable",
     "decode",
+    "log_bridge_installed",
     "parse_id",
 ]
+
+# A library's logger: records propagate to the application's handlers, and
+# nothing is printed when the application configured none.
+logging.getLogger("grantid").addHandler(logging.NullHandler())
 
 __version__: str = _grantid.__version__
 

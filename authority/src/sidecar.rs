@@ -147,6 +147,12 @@ impl Sidecar {
         (out, changed)
     }
 
+    /// The end (Unix ms) of the latest interval this host's processes were
+    /// granted from the file, as far as the sidecar knows (0: none).
+    pub(crate) fn latest_end_ms(&self) -> u64 {
+        self.seen.map_or(0, |s| s.until_ms)
+    }
+
     /// Records that the file was written as `mark`, with a grant ending at
     /// `until_ms` (0 for a write that granted nothing). Best effort: a
     /// sidecar that cannot be written only weakens detection.

@@ -331,6 +331,36 @@ impl Authority for StaticAuthority {
         })
     }
 
+    /// With a state file: a quarantine from now until `max_lead_ms +
+    /// clock_skew_ms` have passed and the latest interval this host was
+    /// granted from the file has ended (static grants have no bounded
+    /// lead).
+    fn fence(&self) -> Result<String, Error> {
+        let Some(path) = &self.state else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "static worker without a state file: nothing to fence (its high-water lives in \
+                 each process)",
+            ));
+        };
+        let locked =
+            lockfile::lock(path, self.options.timeout).map_err(crate::file::unavailable)?;
+        let (mut marks, _) = self.read_marks(&locked).map_err(crate::file::unavailable)?;
+        let side = Sidecar::open(path);
+        let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), &self.options)
+            .max(side.latest_end_ms());
+        marks.store.quarantine_until_ms = until;
+        marks.store.serial += 1;
+        locked
+            .write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())
+            .map_err(crate::file::unavailable)?;
+        side.record(&marks.store, 0);
+        Ok(format!(
+            "static state file {}: quarantine until Unix ms {until}: no grant before it",
+            path.display()
+        ))
+    }
+
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         let marks = match &self.state {
             Some(path) => {

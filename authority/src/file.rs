@@ -294,7 +294,11 @@ impl FileAuthority {
         let mut state = decode(&self.path, bytes)?;
         let side = Sidecar::open(&self.path);
         let now_ms = self.clock.now_ms();
-        let (mark, changed) = side.check(found.then_some(&state.store), now_ms);
+        let cap = self
+            .options
+            .max_lead_ms
+            .saturating_add(self.options.clock_skew_ms);
+        let (mark, changed) = side.check(found.then_some(&state.store), now_ms, Some(cap));
         state.store = mark;
         if changed && state.store.quarantine_until_ms > now_ms {
             self.write(&locked, &mut state, &side, 0)?;
@@ -342,6 +346,9 @@ impl GrantSource for FileAuthority {
         }
         let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
         if replay {
+            // The first answer may never have reached the sidecar (a write
+            // that failed after its rename, a crash between the two).
+            side.record(&state.store, layout.unix_ms_of(grant.end));
             return Ok(grant);
         }
         state.recent.push(grant_doc(&grant, request.request_id));
@@ -380,7 +387,9 @@ impl Authority for FileAuthority {
 
     fn fence(&self) -> Result<String, Error> {
         let (locked, mut state, side) = self.lock().map_err(unavailable)?;
-        let until = sidecar::fence(&mut state.store, self.clock.now_ms(), &self.options);
+        let until = sidecar::fence(&mut state.store, self.clock.now_ms(), &self.options)
+            .max(side.latest_end_ms());
+        state.store.quarantine_until_ms = until;
         self.write(&locked, &mut state, &side, 0)
             .map_err(unavailable)?;
         Ok(format!(

@@ -72,8 +72,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 fn directory() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("GRANTID_RUNTIME_DIR") {
-        return Some(PathBuf::from(dir));
+    if let Some(dir) = std::env::var_os("GRANTID_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        return dir.is_absolute().then_some(dir);
     }
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
@@ -86,12 +87,43 @@ fn directory() -> Option<PathBuf> {
     Some(base.join(format!("grantid-{uid}")))
 }
 
-/// Where this process keeps the sidecar of the state file at `state`.
+/// True when `dir` is a directory of this user that no other user may
+/// write: a sidecar anyone else could plant or delete would be evidence of
+/// nothing.
+fn owned(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0)
+}
+
+/// The directory, made private if missing; `None` if it is not ours.
+fn private_directory(dir: &Path) -> Option<&Path> {
+    use std::os::unix::fs::DirBuilderExt;
+    if !dir.exists() {
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+    }
+    if owned(dir) {
+        Some(dir)
+    } else {
+        log::warn!(target: "grantid", "event=sidecar_unusable dir={} reason=not a directory of this user closed to others; state-file loss is not detected", dir.display());
+        None
+    }
+}
+
+/// Where this process keeps the sidecar of the state file at `state`
+/// (named by its path with `.` and repeated `/` taken out, so two
+/// spellings of one path share it).
 pub(crate) fn path_of(state: &Path) -> Option<PathBuf> {
+    let normal: PathBuf = state.components().collect();
     directory().map(|d| {
         d.join(format!(
             "{:016x}.json",
-            fnv1a(state.as_os_str().as_encoded_bytes())
+            fnv1a(normal.as_os_str().as_encoded_bytes())
         ))
     })
 }
@@ -99,7 +131,7 @@ pub(crate) fn path_of(state: &Path) -> Option<PathBuf> {
 impl Sidecar {
     /// The sidecar of the state file at `state` (an absolute path).
     pub(crate) fn open(state: &Path) -> Sidecar {
-        let path = path_of(state);
+        let path = path_of(state).filter(|p| p.parent().and_then(private_directory).is_some());
         let seen = path
             .as_deref()
             .and_then(|p| std::fs::read(p).ok())
@@ -109,20 +141,28 @@ impl Sidecar {
 
     /// The mark to use for the file read as `mark` (`None`: missing) at
     /// `now_ms`, and whether it changed (a new identity, or a quarantine
-    /// that must be written before anything is granted).
-    pub(crate) fn check(&self, mark: Option<&StoreMark>, now_ms: u64) -> (StoreMark, bool) {
+    /// that must be written before anything is granted). `cap_ms`: the
+    /// longest a granted interval can still run (the bounded lead plus the
+    /// skew allowance), if the authority has one; a sidecar claiming more
+    /// is not believed further.
+    pub(crate) fn check(
+        &self,
+        mark: Option<&StoreMark>,
+        now_ms: u64,
+        cap_ms: Option<u64>,
+    ) -> (StoreMark, bool) {
         let mut out = mark.cloned().unwrap_or_default();
         let mut changed = false;
         if out.id == 0 {
-            // Any nonzero value will do: it only has to differ from the
-            // identity of another file written at the same path.
-            out.id =
-                getrandom::u64().unwrap_or_else(|_| now_ms ^ u64::from(std::process::id())) | 1;
+            out.id = new_id(now_ms);
             changed = true;
         }
-        let Some(seen) = self.seen.filter(|s| s.until_ms > now_ms) else {
+        let Some(mut seen) = self.seen.filter(|s| s.until_ms > now_ms) else {
             return (out, changed);
         };
+        if let Some(cap) = cap_ms {
+            seen.until_ms = seen.until_ms.min(now_ms.saturating_add(cap));
+        }
         let lost = match mark {
             None => Some("the state file is missing (deleted, or never restored)".to_owned()),
             Some(m) if m.id != seen.id => {
@@ -141,7 +181,9 @@ impl Sidecar {
                 "{why}, while an interval granted from it may run until Unix ms {}",
                 seen.until_ms
             ));
-            out.serial = out.serial.max(seen.serial);
+            // A new identity: every other sidecar of the file (other users,
+            // other directories) sees the loss too, whatever its serial.
+            out.id = new_id(now_ms);
             changed = true;
         }
         (out, changed)
@@ -166,15 +208,19 @@ impl Sidecar {
                 None => until_ms,
             },
         };
-        let Some(dir) = path.parent() else { return };
-        if std::fs::create_dir_all(dir).is_err() {
-            return;
-        }
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, serde_json::to_vec(&record).unwrap_or_default()).is_ok() {
-            let _ = std::fs::rename(&tmp, path);
+        let written = std::fs::write(&tmp, serde_json::to_vec(&record).unwrap_or_default())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            log::warn!(target: "grantid", "event=sidecar_unusable path={} reason={e}; state-file loss is not detected", path.display());
         }
     }
+}
+
+/// A random nonzero identity: it only has to differ from the identity of
+/// any other file written at the same path.
+fn new_id(now_ms: u64) -> u64 {
+    getrandom::u64().unwrap_or_else(|_| now_ms ^ u64::from(std::process::id())) | 1
 }
 
 /// No grant while `mark` is quarantined at `now_ms`: a first grant waits
@@ -222,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_new_file_waits_for_nothing() {
-        let (m, changed) = sidecar(None).check(None, 1_000);
+        let (m, changed) = sidecar(None).check(None, 1_000, None);
         assert!(changed && m.id != 0 && m.quarantine_until_ms == 0);
         // A sidecar whose intervals have all ended: nothing can collide.
         let ended = Record {
@@ -230,7 +276,7 @@ mod tests {
             serial: 9,
             until_ms: 999,
         };
-        let (m, _) = sidecar(Some(ended)).check(None, 1_000);
+        let (m, _) = sidecar(Some(ended)).check(None, 1_000, None);
         assert_eq!(m.quarantine_until_ms, 0);
     }
 
@@ -251,11 +297,12 @@ mod tests {
             (Some(file(8, 20)), "another identity"),
             (Some(file(7, 8)), "went back from write 9 to write 8"),
         ] {
-            let (m, changed) = sidecar(Some(seen)).check(mark.as_ref(), 1_000);
+            let (m, changed) = sidecar(Some(seen)).check(mark.as_ref(), 1_000, None);
             assert!(changed);
+            // A new identity, so every other sidecar of the file sees it too.
+            assert!(m.id != 7 && m.id != 8 && m.id != 0);
             assert_eq!(m.quarantine_until_ms, 5_000, "{needle}");
             assert!(m.reason.as_deref().unwrap().contains(needle), "{m:?}");
-            assert!(m.serial >= 9);
             assert!(matches!(
                 gate(&m, 4_999, None),
                 Err(GrantError::Unavailable(_))
@@ -264,8 +311,19 @@ mod tests {
             assert!(gate(&m, 5_000, Some(3)).is_ok());
         }
         // The same file, written since: no quarantine.
-        let (m, changed) = sidecar(Some(seen)).check(Some(&file(7, 9)), 1_000);
+        let (m, changed) = sidecar(Some(seen)).check(Some(&file(7, 9)), 1_000, None);
         assert!(!changed && m.quarantine_until_ms == 0);
+        // A bounded lead caps what a sidecar can claim.
+        let (m, _) = sidecar(Some(seen)).check(None, 1_000, Some(500));
+        assert_eq!(m.quarantine_until_ms, 1_500);
+    }
+
+    #[test]
+    fn one_sidecar_per_path_however_spelled() {
+        assert_eq!(
+            path_of(Path::new("/a//b/./s.json")),
+            path_of(Path::new("/a/b/s.json"))
+        );
     }
 
     #[test]

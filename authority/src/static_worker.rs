@@ -251,7 +251,8 @@ impl StaticAuthority {
         let (mut marks, found) = self.read_marks(&locked)?;
         let side = Sidecar::open(path);
         let now_ms = self.clock.now_ms();
-        let (store, changed) = side.check(found.then_some(&marks.store), now_ms);
+        // Static grants have no bounded lead: the sidecar's end is the cap.
+        let (store, changed) = side.check(found.then_some(&marks.store), now_ms, None);
         marks.store = store;
         let write = |marks: &mut Marks, until_ms: u64| {
             marks.store.serial += 1;

@@ -20,7 +20,6 @@
 
 mod common;
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -41,13 +40,13 @@ fn options() -> String {
     // A short lease grace, so a lease recorded in stale state expires soon
     // after the grant it covers: a new generator may then take that worker,
     // which is what makes a missed loss repeat IDs.
-    format!("max_lead_ms={MAX_LEAD_MS}&clock_skew_ms={SKEW_MS}&lease_grace_ms=100&timeout_ms=500")
+    format!("max_lead_ms={MAX_LEAD_MS}&clock_skew_ms={SKEW_MS}&lease_grace_ms=100&timeout_ms=1000")
 }
 
-/// Two workers: the two generators started before a fault hold both, so a
-/// generator started after it must take one of theirs.
+/// Two workers (the generators issuing at the fault hold both) and 16 IDs
+/// per 1 ms tick, which keeps the lists small enough to check quickly.
 fn layout() -> Layout {
-    Layout::new(41, 1, 8).unwrap()
+    Layout::new(41, 1, 4).unwrap()
 }
 
 fn required() -> bool {
@@ -213,16 +212,15 @@ impl ChurnedIssuers {
 /// generator's; a generator never repeats its own IDs, so repeats inside one
 /// list are counted too).
 fn repeats(earlier: &[(&str, Vec<u64>)], later: &[(&str, Vec<u64>)]) -> usize {
-    let mut seen = HashSet::new();
-    let mut repeated = 0;
-    for (_, ids) in earlier.iter().chain(later) {
-        for id in ids {
-            if !seen.insert(*id) {
-                repeated += 1;
-            }
-        }
-    }
-    repeated
+    let mut all: Vec<u64> = earlier
+        .iter()
+        .chain(later)
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .collect();
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    n - all.len()
 }
 
 /// Prints how many IDs each generator issued; returns [`repeats`].
@@ -554,6 +552,16 @@ impl Pg {
         (row.get(0), row.get(1), row.get(2))
     }
 
+    /// Waits until recovery has ended (an archive recovery accepts
+    /// read-only sessions before it does).
+    fn wait_writable(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.value("SELECT pg_is_in_recovery()::text") == "true" {
+            assert!(Instant::now() < deadline, "recovery did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn grant_log_rows(&self) -> i64 {
         self.value("SELECT count(*)::text FROM grantid.grant_log")
             .parse()
@@ -687,6 +695,7 @@ fn postgres_restored_from_a_base_backup() {
     ));
     for pg in [&mut copied, &mut fenced, &mut recovered] {
         pg.start();
+        pg.wait_writable();
     }
     let report_fence = open(&fenced.url()).unwrap().fence().unwrap();
     let identities = [copied.identity(), fenced.identity(), recovered.identity()];

@@ -609,21 +609,27 @@ fn postgres_promotion_of_a_lagging_standby_never_repeats_an_id() {
     // paused replay alone loses nothing; an asynchronous standby that lost
     // its connection to the primary does).
     let a = churn(&primary.url(), &ns, || {
-        standby.append_conf("primary_conninfo = ''");
-        standby
-            .client()
-            .batch_execute("SELECT pg_reload_conf(); SELECT pg_wal_replay_pause()")
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        // Paused only once the receiver has stopped: a paused startup
+        // process would not act on the new primary_conninfo.
+        let mut c = standby.client();
+        c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''").unwrap();
+        c.batch_execute("SELECT pg_reload_conf()").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while standby.value("SELECT count(*)::text FROM pg_stat_wal_receiver") != "0" {
+            assert!(Instant::now() < deadline, "the WAL receiver did not stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.batch_execute("SELECT pg_wal_replay_pause()").unwrap();
     });
     let at_cut = a.at_capture;
     std::thread::sleep(Duration::from_millis(1_000));
     let before_crash = a.issued();
     let primary_rows = primary.grant_log_rows();
-    let standby_rows = standby.grant_log_rows();
     primary.crash();
     standby.promote();
     let promoted = Instant::now();
+    // Counted after the promotion, which replays what the standby received.
+    let standby_rows = standby.grant_log_rows();
     let recorded = standby.recorded();
     let now = standby.identity();
     eprintln!(

@@ -40,7 +40,7 @@ fn options() -> String {
     // A short lease grace, so a lease recorded in stale state expires soon
     // after the grant it covers: a new generator may then take that worker,
     // which is what makes a missed loss repeat IDs.
-    format!("max_lead_ms={MAX_LEAD_MS}&clock_skew_ms={SKEW_MS}&lease_grace_ms=100&timeout_ms=1000")
+    format!("max_lead_ms={MAX_LEAD_MS}&clock_skew_ms={SKEW_MS}&lease_grace_ms=100")
 }
 
 /// Two workers (the generators issuing at the fault hold both) and 16 IDs

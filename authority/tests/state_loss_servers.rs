@@ -612,7 +612,8 @@ fn postgres_promotion_of_a_lagging_standby_never_repeats_an_id() {
         // Paused only once the receiver has stopped: a paused startup
         // process would not act on the new primary_conninfo.
         let mut c = standby.client();
-        c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''").unwrap();
+        c.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+            .unwrap();
         c.batch_execute("SELECT pg_reload_conf()").unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while standby.value("SELECT count(*)::text FROM pg_stat_wal_receiver") != "0" {

@@ -63,14 +63,6 @@ fn missing(what: &str) -> Option<()> {
     None
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
@@ -208,6 +200,44 @@ impl ChurnedIssuers {
     }
 }
 
+/// After a fault at `fault_at` (the restart, the promotion): a new
+/// generator on `url` issues for 700 ms. Checks 0 repeated IDs across every
+/// generator, and that the new one's first grant waited out the quarantine.
+fn after_fault(
+    what: &str,
+    url: &str,
+    ns: &str,
+    a: ChurnedIssuers,
+    before_fault: usize,
+    fault_at: Instant,
+) {
+    let b = Issuer::start("b", url, ns);
+    std::thread::sleep(Duration::from_millis(700));
+    let unavailable = b.ready - fault_at;
+    let b_waited = b.waited;
+    let at_capture = a.at_capture;
+    let earlier = a.finish();
+    let later = vec![b.finish()];
+    let repeated = counted(what, &earlier, &later);
+    eprintln!(
+        "{what}: {at_capture} IDs before the state fallen back to was captured, {} after it \
+         and before the fault; new generator: start-up waited {b_waited:?}, first grant \
+         {unavailable:?} after the fault (quarantine {QUARANTINE:?}); {repeated} repeated IDs",
+        before_fault - at_capture
+    );
+    assert!(at_capture > 0 && before_fault > at_capture && !later[0].1.is_empty());
+    assert_eq!(
+        repeated, 0,
+        "{what}: {repeated} IDs repeated after the fault"
+    );
+    // The quarantine started at the first acquire after the fault, so no
+    // new grant came before fault + quarantine (same machine, same clock).
+    assert!(
+        unavailable + Duration::from_millis(50) >= QUARANTINE,
+        "{what}: the new generator was granted {unavailable:?} after the fault"
+    );
+}
+
 /// IDs of `later` that repeat one of `earlier` (each list is one
 /// generator's; a generator never repeats its own IDs, so repeats inside one
 /// list are counted too).
@@ -324,7 +354,7 @@ impl Drop for Redis {
 #[ignore = "fault test on throwaway servers: scripts/test.d/32-state-loss.sh runs it"]
 fn redis_restarted_from_a_stale_snapshot_never_repeats_an_id() {
     let scratch = Scratch::new("loss-redis");
-    let Some(server) = Redis::start(free_port(), &scratch.0) else {
+    let Some(server) = Redis::start(common::free_port(), &scratch.0) else {
         return;
     };
     let url = server.url();
@@ -336,7 +366,6 @@ fn redis_restarted_from_a_stale_snapshot_never_repeats_an_id() {
         let _: String = server.query(&mut redis::cmd("SAVE"));
         old_run_id = server.run_id();
     });
-    let at_snapshot = a.at_capture;
     std::thread::sleep(Duration::from_millis(1_000));
     let before_kill = a.issued();
     let server = server.kill_and_restart();
@@ -347,30 +376,7 @@ fn redis_restarted_from_a_stale_snapshot_never_repeats_an_id() {
         server.query(redis::cmd("HGET").arg("grantid:store").arg("run_id"));
     assert_eq!(recorded.as_deref(), Some(old_run_id.as_str()));
     assert_ne!(server.run_id(), old_run_id);
-    let b = Issuer::start("b", &url, &ns);
-    std::thread::sleep(Duration::from_millis(700));
-    let unavailable = b.ready - restarted;
-    let b_waited = b.waited;
-    let earlier = a.finish();
-    let later = vec![b.finish()];
-    let repeated = counted("redis, stale RDB", &earlier, &later);
-    eprintln!(
-        "redis, stale RDB: {at_snapshot} IDs before the snapshot, {} after it and before \
-         SIGKILL; new generator: start-up waited {b_waited:?}, first grant {unavailable:?} \
-         after the restart (quarantine {QUARANTINE:?}); {repeated} repeated IDs",
-        before_kill - at_snapshot
-    );
-    assert!(at_snapshot > 0 && before_kill > at_snapshot && !later[0].1.is_empty());
-    assert_eq!(
-        repeated, 0,
-        "{repeated} IDs repeated after the stale restart"
-    );
-    // The quarantine started at the first acquire after the restart, so no
-    // new grant came before restart + quarantine (same machine, same clock).
-    assert!(
-        unavailable + Duration::from_millis(50) >= QUARANTINE,
-        "the new generator was granted {unavailable:?} after the restart"
-    );
+    after_fault("redis, stale RDB", &url, &ns, a, before_kill, restarted);
 }
 
 // ---------------------------------------------------------------- PostgreSQL
@@ -447,7 +453,7 @@ impl Pg {
         Pg {
             bin: bin.to_path_buf(),
             data,
-            port: free_port(),
+            port: common::free_port(),
             running: false,
         }
     }
@@ -622,7 +628,6 @@ fn postgres_promotion_of_a_lagging_standby_never_repeats_an_id() {
         }
         c.batch_execute("SELECT pg_wal_replay_pause()").unwrap();
     });
-    let at_cut = a.at_capture;
     std::thread::sleep(Duration::from_millis(1_000));
     let before_crash = a.issued();
     let primary_rows = primary.grant_log_rows();
@@ -640,24 +645,13 @@ fn postgres_promotion_of_a_lagging_standby_never_repeats_an_id() {
     assert!(standby_rows < primary_rows, "the standby did not lag");
     assert_eq!(recorded.0, now.0, "a standby keeps the system identifier");
     assert_ne!(recorded.1, now.1, "a promotion starts a new timeline");
-    let b = Issuer::start("b", &standby.url(), &ns);
-    std::thread::sleep(Duration::from_millis(700));
-    let unavailable = b.ready - promoted;
-    let b_waited = b.waited;
-    let earlier = a.finish();
-    let later = vec![b.finish()];
-    let repeated = counted("postgres promotion", &earlier, &later);
-    eprintln!(
-        "postgres promotion: {at_cut} IDs before the standby was cut off, {} after it and \
-         before the crash; new generator: start-up waited {b_waited:?}, first grant \
-         {unavailable:?} after the promotion (quarantine {QUARANTINE:?}); {repeated} repeated IDs",
-        before_crash - at_cut
-    );
-    assert!(at_cut > 0 && before_crash > at_cut && !later[0].1.is_empty());
-    assert_eq!(repeated, 0, "{repeated} IDs repeated after the promotion");
-    assert!(
-        unavailable + Duration::from_millis(50) >= QUARANTINE,
-        "the new generator was granted {unavailable:?} after the promotion"
+    after_fault(
+        "postgres promotion",
+        &standby.url(),
+        &ns,
+        a,
+        before_crash,
+        promoted,
     );
 }
 

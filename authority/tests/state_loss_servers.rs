@@ -68,19 +68,31 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// A scratch directory under /tmp (reachable by `postgres` when we are
-/// root), removed on drop.
+/// A scratch directory under /tmp, removed on drop.
 struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
         let dir = PathBuf::from(format!("/tmp/grantid-{tag}.{:016x}", common::random()));
         std::fs::create_dir_all(&dir).unwrap();
-        if is_root() {
-            let ok = Command::new("chown").arg("postgres").arg(&dir).status();
-            assert!(ok.is_ok_and(|s| s.success()), "chown postgres {dir:?}");
-        }
         Scratch(dir)
+    }
+
+    /// One owned by `postgres` when we are root (the servers run as it).
+    fn for_postgres(tag: &str) -> Scratch {
+        let scratch = Scratch::new(tag);
+        if is_root() {
+            let ok = Command::new("chown")
+                .arg("postgres")
+                .arg(&scratch.0)
+                .status();
+            assert!(
+                ok.is_ok_and(|s| s.success()),
+                "chown postgres {:?}",
+                scratch.0
+            );
+        }
+        scratch
     }
 }
 
@@ -601,7 +613,7 @@ fn postgres_promotion_of_a_lagging_standby_never_repeats_an_id() {
     let Some(bin) = postgres_bin() else {
         return;
     };
-    let scratch = Scratch::new("loss-pg-promote");
+    let scratch = Scratch::for_postgres("loss-pg-promote");
     let mut primary = Pg::init(&bin, scratch.0.join("primary"), "wal_level = replica");
     primary.start();
     open(&primary.url()).unwrap().init_new_deployment().unwrap();
@@ -661,7 +673,7 @@ fn postgres_restored_from_a_base_backup() {
     let Some(bin) = postgres_bin() else {
         return;
     };
-    let scratch = Scratch::new("loss-pg-restore");
+    let scratch = Scratch::for_postgres("loss-pg-restore");
     let archive = scratch.0.join("archive");
     as_pg(&format!("mkdir {}", quote(&archive)));
     let archive_command = format!(

@@ -739,7 +739,7 @@ fn postgres_restored_from_a_base_backup() {
         .iter()
         .map(|b| {
             format!(
-                "{} waited {:?} ({:?} after the servers were up)",
+                "{} waited {:?} ({:?} after the primary was lost)",
                 b.name,
                 b.waited,
                 b.ready - started

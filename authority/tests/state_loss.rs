@@ -58,14 +58,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn layout() -> Layout {
     Layout::new(41, 2, 8).unwrap()
 }
@@ -84,7 +76,7 @@ fn generator(url: &str, ns: &str, losses: Arc<AtomicUsize>) -> Generator {
 
 #[test]
 fn redis_restarted_empty_never_repeats_an_id() {
-    let Some(server) = Server::start(free_port()) else {
+    let Some(server) = Server::start(common::free_port()) else {
         return;
     };
     let url = format!(
@@ -149,7 +141,7 @@ fn redis_restarted_empty_never_repeats_an_id() {
 
 #[test]
 fn a_fence_quarantines_and_a_restart_from_a_stale_store_is_detected() {
-    let Some(server) = Server::start(free_port()) else {
+    let Some(server) = Server::start(common::free_port()) else {
         return;
     };
     let url = format!(

@@ -51,6 +51,15 @@ pub fn redis_url() -> Option<String> {
     Some(url)
 }
 
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A fresh random 64-bit value.
 pub fn random() -> u64 {
     let mut b = [0u8; 8];

@@ -86,9 +86,7 @@ pub(crate) unsafe fn write_decoded(
     // SAFETY: `out` has `size >= n` writable bytes per the caller's contract;
     // `value` is a local of at least `n` bytes with no padding (u64 fields);
     // the two do not overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping((&raw const value).cast::<u8>(), out.cast::<u8>(), n)
-    };
+    unsafe { std::ptr::copy_nonoverlapping((&raw const value).cast::<u8>(), out.cast::<u8>(), n) };
     Ok(())
 }
 

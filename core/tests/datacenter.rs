@@ -69,25 +69,27 @@ fn the_sources_datacenter_is_taken_and_checked() {
     assert_eq!(g.datacenter(), Some(2));
     let g = start(fixed(67, Some(2)), Some(2)).unwrap();
     assert_eq!(g.datacenter(), Some(2));
-    let e = start(fixed(67, Some(2)), Some(1)).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert!(
-        e.message()
-            .contains("datacenter 1, but its authority grants the workers of datacenter 2"),
-        "{e}"
+    fails(
+        start(fixed(67, Some(2)), Some(1)),
+        ErrorKind::InvalidArgument,
+        "datacenter 1, but its authority grants the workers of datacenter 2",
     );
+}
+
+fn fails(result: Result<Generator, grantid::Error>, kind: ErrorKind, needle: &str) {
+    let e = result.unwrap_err();
+    assert_eq!(e.kind(), kind, "{e}");
+    assert!(e.message().contains(needle), "{e} lacks {needle:?}");
 }
 
 #[test]
 fn a_grant_of_another_datacenter_is_never_used() {
     // The authority hands out worker 3 of datacenter 0 to a generator of
     // datacenter 1: every grant is invalid, start-up fails, no ID is issued.
-    let e = start(fixed(3, None), Some(1)).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Unavailable);
-    assert!(
-        e.message()
-            .contains("worker 3 is in datacenter 0, this generator is in datacenter 1"),
-        "{e}"
+    fails(
+        start(fixed(3, None), Some(1)),
+        ErrorKind::Unavailable,
+        "worker 3 is in datacenter 0, this generator is in datacenter 1",
     );
 }
 
@@ -105,14 +107,17 @@ fn a_datacenter_that_does_not_fit_is_refused() {
             "datacenter 40 does not fit in 5 datacenter bits",
         ),
     ] {
-        let e = start(fixed(0, source), own).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-        assert!(e.message().contains(needle), "{e}");
+        fails(
+            start(fixed(0, source), own),
+            ErrorKind::InvalidArgument,
+            needle,
+        );
     }
-    let e = Generator::builder(Layout::default(), "regions", MemoryAuthority::new())
-        .datacenter(0)
-        .start()
-        .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert!(e.message().contains("no datacenter bits"), "{e}");
+    fails(
+        Generator::builder(Layout::default(), "regions", MemoryAuthority::new())
+            .datacenter(0)
+            .start(),
+        ErrorKind::InvalidArgument,
+        "no datacenter bits",
+    );
 }

@@ -58,6 +58,10 @@ impl<S: GrantSource> GrantSource for PreferWorker<S> {
     fn release(&self, last: &Grant) {
         self.inner.release(last)
     }
+
+    fn datacenter(&self) -> Option<u32> {
+        self.inner.datacenter()
+    }
 }
 
 /// FAULT INJECTION ONLY — never an authority. Answers every request with a

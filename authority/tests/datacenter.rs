@@ -132,3 +132,36 @@ fn static_worker_within_its_datacenter() {
     // Worker 32 does not fit in a datacenter of 5 worker bits.
     refused(start("static:32?datacenter=1", &ns, split(5)), "32");
 }
+
+/// Without `datacenter=` a store serves the whole worker field, whatever the
+/// layout's split: it registers the encoding, so generators with and without
+/// the split share one pool of worker values, and renewals keep working
+/// after the state is read back.
+fn whole_field_on(base: &str) {
+    let ns = namespace("regions-whole");
+    let split_gen = start(base, &ns, split(5)).unwrap();
+    let flat_gen = start(base, &ns, Layout::new(41, 10, 12).unwrap()).unwrap();
+    let mut seen = HashSet::new();
+    for _ in 0..3 {
+        for g in [&split_gen, &flat_gen] {
+            for id in g.next_ids(2000).unwrap() {
+                assert!(seen.insert(id), "{base}: duplicate {id}");
+            }
+        }
+        // Past a grant: renewals read the registered layout back.
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(split_gen.stats().lease_losses, 0);
+    assert_ne!(split_gen.stats().worker, flat_gen.stats().worker);
+}
+
+#[test]
+fn whole_field_without_datacenter() {
+    whole_field_on(&format!("file:{}", temp_path("regions-whole").display()));
+    if let Some(url) = postgres_url() {
+        whole_field_on(&url);
+    }
+    if let Some(url) = redis_url() {
+        whole_field_on(&url);
+    }
+}

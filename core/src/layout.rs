@@ -121,6 +121,15 @@ impl Layout {
         .validated()
     }
 
+    /// The same layout without a datacenter split: the encoding alone,
+    /// which is what an authority registers a namespace with.
+    pub fn without_datacenter_bits(self) -> Layout {
+        Layout {
+            datacenter_bits: 0,
+            ..self
+        }
+    }
+
     fn validated(self) -> Result<Layout, Error> {
         self.validate()?;
         Ok(self)

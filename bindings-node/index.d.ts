@@ -58,6 +58,11 @@ export declare class Generator {
   get namespace(): string
   /** The layout. */
   get layout(): LayoutInfo
+  /**
+   * The datacenter this generator issues in (its `datacenter` option or
+   * its authority URL's `datacenter=N`), or `null`.
+   */
+  get datacenter(): number | null
 }
 
 /**
@@ -134,6 +139,16 @@ export interface DecodedId {
    * time).
    */
   unixMs: number
+  /**
+   * The datacenter: the top `datacenterBits` of the worker field (0
+   * without a split).
+   */
+  datacenter: number
+  /**
+   * The worker within its datacenter (the whole worker field without a
+   * split).
+   */
+  datacenterWorker: number
 }
 
 /** The fields of an ID, as bigints (for layouts whose fields pass 2^53). */
@@ -142,6 +157,8 @@ export interface DecodedIdBigInt {
   worker: bigint
   sequence: bigint
   unixMs: bigint
+  datacenter: bigint
+  datacenterWorker: bigint
 }
 
 /**
@@ -221,6 +238,7 @@ export interface LayoutInfo {
   sequenceBits: number
   epochMs: number
   tickMs: number
+  datacenterBits: number
 }
 
 /**
@@ -234,6 +252,11 @@ export interface LayoutOptions {
   sequenceBits?: number
   epochMs?: number
   tickMs?: number
+  /**
+   * How many top bits of the worker field are a datacenter number
+   * (default 0: none; at most `workerBits`).
+   */
+  datacenterBits?: number
 }
 
 /** What `onLeaseLost` is told. */
@@ -286,6 +309,12 @@ export interface StartOptions {
   sourceTimeoutMs?: number
   /** What a `fork()` child does: `'reactivate'` (default) or `'close'`. */
   forkPolicy?: 'reactivate' | 'close'
+  /**
+   * The datacenter this generator runs in (the layout needs
+   * `datacenterBits`): a grant of another datacenter's worker is
+   * refused, and an authority URL's `datacenter=N` must agree.
+   */
+  datacenter?: number
   /** A `ManualClock` instead of the system clock (tests). */
   clock?: ManualClock
   /**

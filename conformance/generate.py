@@ -14,13 +14,17 @@ import os
 DEFAULT_EPOCH = 1767225600000
 
 LAYOUTS = [
-    # name, ts, worker, seq, epoch, tick
-    ("worked-12-3-4", 12, 3, 4, DEFAULT_EPOCH, 1),
-    ("default-41-10-12", 41, 10, 12, DEFAULT_EPOCH, 1),
-    ("seq-only-1-0-62", 1, 0, 62, DEFAULT_EPOCH, 1),
-    ("no-worker-41-0-22", 41, 0, 22, DEFAULT_EPOCH, 1),
-    ("coarse-30-8-9-tick-1000", 30, 8, 9, 1_600_000_000_000, 1000),
-    ("wide-worker-20-32-11", 20, 32, 11, 0, 7),
+    # name, ts, worker, seq, epoch, tick, datacenter bits (the top of the worker field)
+    ("worked-12-3-4", 12, 3, 4, DEFAULT_EPOCH, 1, 0),
+    ("default-41-10-12", 41, 10, 12, DEFAULT_EPOCH, 1, 0),
+    ("seq-only-1-0-62", 1, 0, 62, DEFAULT_EPOCH, 1, 0),
+    ("no-worker-41-0-22", 41, 0, 22, DEFAULT_EPOCH, 1, 0),
+    ("coarse-30-8-9-tick-1000", 30, 8, 9, 1_600_000_000_000, 1000, 0),
+    ("wide-worker-20-32-11", 20, 32, 11, 0, 7, 0),
+    # The Snowflake service layout: 41 timestamp / 5 datacenter / 5 worker / 12 sequence.
+    ("snowflake-41-5-5-12", 41, 10, 12, DEFAULT_EPOCH, 1, 5),
+    ("all-datacenter-12-3-4", 12, 3, 4, DEFAULT_EPOCH, 1, 3),
+    ("wide-datacenter-20-32-11", 20, 32, 11, 0, 7, 7),
 ]
 
 
@@ -28,8 +32,10 @@ def encode(ts, w, s, tb, wb, sb):
     return (ts << (wb + sb)) | (w << sb) | s
 
 
-def vectors(tb, wb, sb, epoch, tick):
+def vectors(tb, wb, sb, epoch, tick, db):
     tmax, wmax, smax = (1 << tb) - 1, (1 << wb) - 1, (1 << sb) - 1
+    lb = wb - db  # the worker within a datacenter
+    dmax, lmax = (1 << db) - 1, (1 << lb) - 1
     tuples = {
         (0, 0, 1),
         (1, 0, 0),
@@ -42,6 +48,11 @@ def vectors(tb, wb, sb, epoch, tick):
         (min(160, tmax), min(1, wmax), min(2, smax)),
         (min(161, tmax), min(1, wmax), 0),
     }
+    if db:
+        # Worker w of datacenter d is the worker value d * 2^lb + w.
+        for d, w in [(dmax, 0), (0, lmax), (dmax, lmax), (min(17, dmax), min(3, lmax)),
+                     (min(1, dmax), min(1, lmax)), (dmax // 2, lmax // 3)]:
+            tuples.add((tmax // 7, d * (1 << lb) + w, smax // 3))
     tuples.discard((0, 0, 0))
     out = []
     for ts, w, s in sorted(tuples):
@@ -51,13 +62,15 @@ def vectors(tb, wb, sb, epoch, tick):
             "sequence": s,
             "id": str(encode(ts, w, s, tb, wb, sb)),
             "unix_ms": epoch + ts * tick,
+            "datacenter": w // (1 << lb),
+            "datacenter_worker": w % (1 << lb),
         })
     return out
 
 
 def main():
     layouts = []
-    for name, tb, wb, sb, epoch, tick in LAYOUTS:
+    for name, tb, wb, sb, epoch, tick, db in LAYOUTS:
         total = tb + wb + sb
         enc_invalid = [
             {"timestamp": 1 << tb, "worker": 0, "sequence": 0, "kind": "InvalidArgument"},
@@ -74,9 +87,10 @@ def main():
             "timestamp_bits": tb,
             "worker_bits": wb,
             "sequence_bits": sb,
+            "datacenter_bits": db,
             "epoch_ms": epoch,
             "tick_ms": tick,
-            "encode": vectors(tb, wb, sb, epoch, tick),
+            "encode": vectors(tb, wb, sb, epoch, tick, db),
             "encode_invalid": enc_invalid,
             "decode_invalid": dec_invalid,
         })
@@ -87,8 +101,15 @@ def main():
     assert worked[(161, 1, 0)] == "20624"
     assert layouts[1]["encode"][-1]["id"] == str(2**63 - 1) or any(
         e["id"] == str(2**63 - 1) for e in layouts[1]["encode"])
+    # The split does not change the encoding: the same tuple, the same ID.
+    snowflake = {(e["timestamp"], e["worker"], e["sequence"]): e for e in layouts[6]["encode"]}
+    for e in layouts[1]["encode"]:
+        assert snowflake.get((e["timestamp"], e["worker"], e["sequence"]), e)["id"] == e["id"]
+    assert any((e["datacenter"], e["datacenter_worker"]) == (17, 3) for e in snowflake.values())
 
     invalid_layouts = [
+        {"timestamp_bits": 41, "worker_bits": 10, "sequence_bits": 12, "datacenter_bits": 11, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 1, "kind": "InvalidArgument", "field": "datacenter_bits"},
+        {"timestamp_bits": 12, "worker_bits": 0, "sequence_bits": 4, "datacenter_bits": 1, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 1, "kind": "InvalidArgument", "field": "datacenter_bits"},
         {"timestamp_bits": 0, "worker_bits": 10, "sequence_bits": 12, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 1, "kind": "InvalidArgument", "field": "timestamp_bits"},
         {"timestamp_bits": 41, "worker_bits": 10, "sequence_bits": 0, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 1, "kind": "InvalidArgument", "field": "sequence_bits"},
         {"timestamp_bits": 41, "worker_bits": 11, "sequence_bits": 12, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 1, "kind": "InvalidArgument", "field": "63"},
@@ -96,6 +117,8 @@ def main():
         {"timestamp_bits": 41, "worker_bits": 10, "sequence_bits": 12, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 0, "kind": "InvalidArgument", "field": "tick_ms"},
         {"timestamp_bits": 62, "worker_bits": 0, "sequence_bits": 1, "epoch_ms": DEFAULT_EPOCH, "tick_ms": 4, "kind": "InvalidArgument", "field": "overflows"},
     ]
+    for v in invalid_layouts:
+        v.setdefault("datacenter_bits", 0)
     parse_valid = [
         {"text": "20497", "id": "20497"},
         {"text": "0x5011", "id": "20497"},

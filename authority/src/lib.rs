@@ -61,6 +61,7 @@
 
 use grantid::{Error, GrantSource};
 
+mod datacenter;
 mod forklocal;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;
@@ -156,9 +157,16 @@ pub trait Authority: GrantSource {
 
 /// Opens the authority named by `url` (see the table above). Only parsing
 /// happens here: a server that cannot be reached makes `acquire` answer
-/// `Unavailable`, it does not fail this call.
+/// `Unavailable`, it does not fail this call. With `datacenter=N` the
+/// backend grants only the workers of datacenter N (docs/AUTHORITIES.md,
+/// "Regions").
 pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
     let parsed = url::parse(url)?;
+    let datacenter = parsed.options.datacenter;
+    Ok(datacenter::restrict(open_backend(url, parsed)?, datacenter))
+}
+
+fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, Error> {
     let options = parsed.options;
     match parsed.target {
         #[cfg(feature = "file")]

@@ -63,6 +63,9 @@ pub struct Options {
     pub max_lead_ms: u64,
     /// `clock_skew_ms` (Redis, PostgreSQL): added to every quarantine.
     pub clock_skew_ms: u64,
+    /// `datacenter` (every backend): grant only the workers of this
+    /// datacenter (docs/AUTHORITIES.md, "Regions").
+    pub datacenter: Option<u32>,
 }
 
 impl Default for Options {
@@ -73,6 +76,7 @@ impl Default for Options {
             log_max: DEFAULT_REDIS_LOG_MAX,
             max_lead_ms: DEFAULT_MAX_LEAD_MS,
             clock_skew_ms: DEFAULT_CLOCK_SKEW_MS,
+            datacenter: None,
         }
     }
 }
@@ -386,6 +390,11 @@ fn apply_option(url: &str, key: &str, value: &str, options: &mut Options) -> Res
             options.max_lead_ms = ms;
         }
         "clock_skew_ms" => options.clock_skew_ms = number()?,
+        "datacenter" => {
+            let n = u32::try_from(number()?)
+                .map_err(|_| invalid(url, format!("datacenter={value} does not fit in 32 bits")))?;
+            options.datacenter = Some(n);
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -417,6 +426,22 @@ mod tests {
             Target::Postgres("postgres://u@h:5/db?sslmode=disable".into())
         );
         assert_eq!(p.options.timeout, Duration::from_millis(9));
+        assert_eq!(p.options.datacenter, None);
+        for url in [
+            "file:/tmp/x.json?datacenter=1",
+            "static:3?datacenter=1",
+            "postgres://h/db?datacenter=1",
+            "redis://h/0?datacenter=1",
+            "grpc://h:1?datacenter=1",
+        ] {
+            assert_eq!(parse(url).unwrap().options.datacenter, Some(1), "{url}");
+        }
+        assert_eq!(
+            parse("postgres://h/db?datacenter=2&sslmode=disable")
+                .unwrap()
+                .target,
+            Target::Postgres("postgres://h/db?sslmode=disable".into())
+        );
         assert_eq!(
             parse("redis://h:1/0").unwrap().target,
             Target::Redis("redis://h:1/0".into())
@@ -480,6 +505,8 @@ mod tests {
             ("file:/x?timeout_ms=0", "at least 1"),
             ("postgres:localhost", "expected postgres://"),
             ("redis://h?lease_grace_ms=abc", "not a whole number"),
+            ("file:/x?datacenter=-1", "not a whole number"),
+            ("static:1?datacenter=4294967296", "does not fit in 32 bits"),
             (
                 "redis://h/?timeout_msec=100",
                 "unknown option \"timeout_msec\"",

@@ -16,6 +16,7 @@ const layoutOf = (v) => ({
   sequenceBits: Number(v.sequence_bits),
   epochMs: Number(v.epoch_ms),
   tickMs: Number(v.tick_ms),
+  datacenterBits: Number(v.datacenter_bits),
 })
 const codeOfKind = (kind) => grantid.errorCodes().find((c) => c.replace(/_/g, '') === kind.toUpperCase())
 
@@ -34,6 +35,7 @@ for (const v of vectors.layouts) {
       const big = grantid.decodeBigInt(String(c.id), layout)
       assert.deepEqual([big.timestamp, big.worker, big.sequence], [t, w, s])
       assert.equal(big.unixMs, BigInt(c.unix_ms))
+      assert.deepEqual([big.datacenter, big.datacenterWorker], [BigInt(c.datacenter), BigInt(c.datacenter_worker)])
       assert.deepEqual(grantid.decodeBigInt(BigInt(c.id), layout), big)
       if (t <= SAFE && w <= SAFE && s <= SAFE && BigInt(c.unix_ms) <= SAFE) {
         const d = grantid.decode(String(c.id), layout)
@@ -42,6 +44,8 @@ for (const v of vectors.layouts) {
           worker: Number(w),
           sequence: Number(s),
           unixMs: Number(c.unix_ms),
+          datacenter: Number(c.datacenter),
+          datacenterWorker: Number(c.datacenter_worker),
         })
       } else {
         // A field a number cannot hold exactly is refused, never rounded.

@@ -124,7 +124,7 @@ test('the request carries camelCase fields with a bigint incarnation', async () 
   assert.equal(r.worker, null)
   assert.equal(typeof r.requestId, 'number')
   for (const k of ['notBefore', 'now', 'duration']) assert.ok(Number.isSafeInteger(r[k]), k)
-  assert.deepEqual(Object.keys(r.layout).sort(), ['epochMs', 'sequenceBits', 'tickMs', 'timestampBits', 'workerBits'])
+  assert.deepEqual(Object.keys(r.layout).sort(), ['datacenterBits', 'epochMs', 'sequenceBits', 'tickMs', 'timestampBits', 'workerBits'])
 })
 
 test('LEASE_LOST from the source: onLeaseLost runs and issuing stops', async () => {

@@ -107,6 +107,9 @@ pub struct LayoutOptions {
     pub sequence_bits: Option<f64>,
     pub epoch_ms: Option<f64>,
     pub tick_ms: Option<f64>,
+    /// How many top bits of the worker field are a datacenter number
+    /// (default 0: none; at most `workerBits`).
+    pub datacenter_bits: Option<f64>,
 }
 
 /// A validated layout, as the addon reports it.
@@ -118,6 +121,7 @@ pub struct LayoutInfo {
     pub sequence_bits: u32,
     pub epoch_ms: f64,
     pub tick_ms: f64,
+    pub datacenter_bits: u32,
 }
 
 /// Builds a core layout (validated by the core) from JS options.
@@ -136,6 +140,7 @@ pub fn layout_from_js(options: Option<&LayoutOptions>) -> Result<Layout> {
             Some(v) => number_to_u64(v, name, MAX_SAFE),
         }
     };
+    let datacenter_bits = bits(o.datacenter_bits, "datacenterBits", 0)?;
     Layout::with_all(
         bits(o.timestamp_bits, "timestampBits", d.timestamp_bits())?,
         bits(o.worker_bits, "workerBits", d.worker_bits())?,
@@ -143,6 +148,7 @@ pub fn layout_from_js(options: Option<&LayoutOptions>) -> Result<Layout> {
         ms(o.epoch_ms, "epochMs", d.epoch_ms())?,
         ms(o.tick_ms, "tickMs", d.tick_ms())?,
     )
+    .and_then(|l| l.with_datacenter_bits(datacenter_bits))
     .map_err(map_error)
 }
 
@@ -155,6 +161,7 @@ impl From<&Layout> for LayoutInfo {
             // Exact: layouts built from JS take safe integers only.
             epoch_ms: l.epoch_ms() as f64,
             tick_ms: l.tick_ms() as f64,
+            datacenter_bits: l.datacenter_bits().into(),
         }
     }
 }
@@ -170,6 +177,12 @@ pub struct DecodedId {
     /// Unix ms at which the encoded tick starts (a diagnostic, not a commit
     /// time).
     pub unix_ms: f64,
+    /// The datacenter: the top `datacenterBits` of the worker field (0
+    /// without a split).
+    pub datacenter: f64,
+    /// The worker within its datacenter (the whole worker field without a
+    /// split).
+    pub datacenter_worker: f64,
 }
 
 /// The fields of an ID, as bigints (for layouts whose fields pass 2^53).
@@ -180,6 +193,8 @@ pub struct DecodedIdBigInt {
     pub worker: BigInt,
     pub sequence: BigInt,
     pub unix_ms: BigInt,
+    pub datacenter: BigInt,
+    pub datacenter_worker: BigInt,
 }
 
 pub fn decoded_to_js(d: &Decoded) -> Result<DecodedId> {
@@ -188,6 +203,8 @@ pub fn decoded_to_js(d: &Decoded) -> Result<DecodedId> {
         worker: u64_to_number(d.worker, "worker")?,
         sequence: u64_to_number(d.sequence, "sequence")?,
         unix_ms: u64_to_number(d.unix_ms, "unixMs")?,
+        datacenter: u64_to_number(d.datacenter, "datacenter")?,
+        datacenter_worker: u64_to_number(d.datacenter_worker, "datacenterWorker")?,
     })
 }
 
@@ -197,6 +214,8 @@ pub fn decoded_to_js_bigint(d: &Decoded) -> DecodedIdBigInt {
         worker: BigInt::from(d.worker),
         sequence: BigInt::from(d.sequence),
         unix_ms: BigInt::from(d.unix_ms),
+        datacenter: BigInt::from(d.datacenter),
+        datacenter_worker: BigInt::from(d.datacenter_worker),
     }
 }
 

@@ -297,4 +297,11 @@ impl Generator {
     pub fn layout(&self) -> LayoutInfo {
         LayoutInfo::from(self.inner.layout())
     }
+
+    /// The datacenter this generator issues in (its `datacenter` option or
+    /// its authority URL's `datacenter=N`), or `null`.
+    #[napi(getter)]
+    pub fn datacenter(&self) -> Option<u32> {
+        self.inner.datacenter()
+    }
 }

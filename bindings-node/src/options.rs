@@ -61,6 +61,10 @@ pub struct StartOptions<'env> {
     /// What a `fork()` child does: `'reactivate'` (default) or `'close'`.
     #[napi(ts_type = "'reactivate' | 'close'")]
     pub fork_policy: Option<String>,
+    /// The datacenter this generator runs in (the layout needs
+    /// `datacenterBits`): a grant of another datacenter's worker is
+    /// refused, and an authority URL's `datacenter=N` must agree.
+    pub datacenter: Option<f64>,
     /// A `ManualClock` instead of the system clock (tests).
     pub clock: Option<ClassInstance<'env, ManualClock>>,
     /// Called on the JS thread with each of the core's events for this
@@ -98,6 +102,7 @@ enum Setting {
     Fork(ForkPolicy),
     Clock(Arc<grantid::ManualClock>),
     Lost(Arc<LostFn>),
+    Datacenter(u32),
 }
 
 fn ms(v: Option<f64>, name: &str) -> Result<Option<u64>> {
@@ -166,6 +171,11 @@ impl Plan {
         if let Some(clock) = &o.clock {
             settings.push(Setting::Clock(Arc::clone(&clock.inner)));
         }
+        if let Some(v) = o.datacenter {
+            let dc = number_to_u64(v, "datacenter", u64::from(u32::MAX))?;
+            // Fits: bounded by u32::MAX above.
+            settings.push(Setting::Datacenter(dc as u32));
+        }
         if let Some(f) = o.on_lease_lost {
             settings.push(Setting::Lost(Arc::new(f)));
         }
@@ -203,6 +213,7 @@ impl Plan {
                 Setting::Shards(n) => b.shards(n),
                 Setting::Fork(p) => b.fork_policy(p),
                 Setting::Clock(c) => b.clock(c),
+                Setting::Datacenter(dc) => b.datacenter(dc),
                 Setting::Lost(f) => b.on_lease_lost(move |event| {
                     let _ = f.call(
                         LeaseLost {

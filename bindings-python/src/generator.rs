@@ -110,6 +110,7 @@ impl PyGenerator {
         fork_policy = "reactivate",
         clock = None,
         source_timeout = crate::source::DEFAULT_SOURCE_TIMEOUT_S,
+        datacenter = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -130,6 +131,7 @@ impl PyGenerator {
         fork_policy: &str,
         clock: Option<&Bound<'_, PyManualClock>>,
         source_timeout: f64,
+        datacenter: Option<u32>,
     ) -> PyResult<Self> {
         let source_timeout = seconds("source_timeout", source_timeout)?;
         if source_timeout.is_zero() {
@@ -172,6 +174,9 @@ impl PyGenerator {
         }
         if let Some(clock) = clock {
             builder = builder.clock(clock.get().0.clone());
+        }
+        if let Some(datacenter) = datacenter {
+            builder = builder.datacenter(datacenter);
         }
         // The grant source may be Python code run on the renewal thread:
         // wait for the first grant without the GIL.
@@ -275,6 +280,13 @@ impl PyGenerator {
     #[getter]
     fn namespace(&self) -> &str {
         self.inner.namespace()
+    }
+
+    /// The datacenter this generator issues in (its `datacenter` option or
+    /// its authority URL's `datacenter=N`), or `None`.
+    #[getter]
+    fn datacenter(&self) -> Option<u32> {
+        self.inner.datacenter()
     }
 
     #[getter]

@@ -8,9 +8,10 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 use crate::errors::{invalid, to_pyerr};
 
 /// `Layout(...)`'s positional arguments, for pickling.
-type LayoutArgs = (u8, u8, u8, u64, u64);
+type LayoutArgs = (u8, u8, u8, u64, u64, u8);
 
-/// The bit widths, epoch and tick of an ID format. Frozen and hashable.
+/// The bit widths, epoch and tick of an ID format, and optionally how many
+/// top bits of the worker field are a datacenter. Frozen and hashable.
 #[pyclass(frozen, eq, hash, module = "grantid", name = "Layout")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PyLayout(pub grantid::Layout);
@@ -26,14 +27,16 @@ fn non_negative(name: &str, value: i64) -> PyResult<u64> {
 #[pymethods]
 impl PyLayout {
     #[new]
-    #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=grantid::DEFAULT_EPOCH_MS as i64, tick_ms=1))]
+    #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=grantid::DEFAULT_EPOCH_MS as i64, tick_ms=1, datacenter_bits=0))]
     fn new(
         timestamp_bits: i64,
         worker_bits: i64,
         sequence_bits: i64,
         epoch_ms: i64,
         tick_ms: i64,
+        datacenter_bits: i64,
     ) -> PyResult<PyLayout> {
+        let datacenter_bits = width("datacenter_bits", datacenter_bits)?;
         grantid::Layout::with_all(
             width("timestamp_bits", timestamp_bits)?,
             width("worker_bits", worker_bits)?,
@@ -41,6 +44,7 @@ impl PyLayout {
             non_negative("epoch_ms", epoch_ms)?,
             non_negative("tick_ms", tick_ms)?,
         )
+        .and_then(|l| l.with_datacenter_bits(datacenter_bits))
         .map(PyLayout)
         .map_err(to_pyerr)
     }
@@ -56,6 +60,11 @@ impl PyLayout {
     #[getter]
     fn sequence_bits(&self) -> u8 {
         self.0.sequence_bits()
+    }
+    /// How many top bits of the worker field are the datacenter.
+    #[getter]
+    fn datacenter_bits(&self) -> u8 {
+        self.0.datacenter_bits()
     }
     #[getter]
     fn epoch_ms(&self) -> u64 {
@@ -110,8 +119,12 @@ impl PyLayout {
     }
 
     fn __repr__(&self) -> String {
+        let datacenter = match self.0.datacenter_bits() {
+            0 => String::new(),
+            bits => format!(", datacenter_bits={bits}"),
+        };
         format!(
-            "Layout(timestamp_bits={}, worker_bits={}, sequence_bits={}, epoch_ms={}, tick_ms={})",
+            "Layout(timestamp_bits={}, worker_bits={}, sequence_bits={}, epoch_ms={}, tick_ms={}{datacenter})",
             self.0.timestamp_bits(),
             self.0.worker_bits(),
             self.0.sequence_bits(),
@@ -130,6 +143,7 @@ impl PyLayout {
                 l.sequence_bits(),
                 l.epoch_ms(),
                 l.tick_ms(),
+                l.datacenter_bits(),
             ),
         ))
     }
@@ -159,8 +173,21 @@ impl PyDecoded {
     fn unix_ms(&self) -> u64 {
         self.0.unix_ms
     }
+    /// The datacenter: the top `datacenter_bits` of the worker field (0
+    /// without a split).
+    #[getter]
+    fn datacenter(&self) -> u64 {
+        self.0.datacenter
+    }
+    /// The worker within its datacenter (the whole worker field without a
+    /// split).
+    #[getter]
+    fn datacenter_worker(&self) -> u64 {
+        self.0.datacenter_worker
+    }
 
-    /// `{"timestamp", "unix_ms", "worker", "sequence"}` as a dict.
+    /// `{"timestamp", "unix_ms", "worker", "sequence", "datacenter",
+    /// "datacenter_worker"}` as a dict.
     #[allow(clippy::wrong_self_convention)] // a Python method: `self` is borrowed from the object
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
@@ -168,6 +195,8 @@ impl PyDecoded {
         d.set_item("unix_ms", self.0.unix_ms)?;
         d.set_item("worker", self.0.worker)?;
         d.set_item("sequence", self.0.sequence)?;
+        d.set_item("datacenter", self.0.datacenter)?;
+        d.set_item("datacenter_worker", self.0.datacenter_worker)?;
         Ok(d)
     }
 

@@ -16,6 +16,7 @@ def layout_of(spec: Dict[str, Any]) -> grantid.Layout:
         sequence_bits=spec["sequence_bits"],
         epoch_ms=spec["epoch_ms"],
         tick_ms=spec["tick_ms"],
+        datacenter_bits=spec["datacenter_bits"],
     )
 
 
@@ -34,11 +35,13 @@ def test_encode_and_decode(vectors: Dict[str, Any]) -> None:
             for form in (want, v["id"]):
                 d = layout.decode(form)
                 assert (d.timestamp, d.worker, d.sequence) == (v["timestamp"], v["worker"], v["sequence"])
+                assert (d.datacenter, d.datacenter_worker) == (v["datacenter"], v["datacenter_worker"])
                 if "unix_ms" in v:
                     assert d.unix_ms == v["unix_ms"]
             assert grantid.decode(v["id"], layout) == layout.decode(want)
             checked += 1
     assert checked > 0
+    assert any(spec["datacenter_bits"] == 5 and spec["worker_bits"] == 10 for spec in vectors["layouts"])
 
 
 def test_decode_invalid(vectors: Dict[str, Any]) -> None:

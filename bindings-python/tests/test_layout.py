@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,30 @@ def test_worked_vectors() -> None:
     assert [layout.encode(160, 1, 1), layout.encode(160, 1, 2), layout.encode(161, 1, 0)] == [20497, 20498, 20624]
     d = layout.decode(20497)
     assert (d.timestamp, d.worker, d.sequence, d.unix_ms) == (160, 1, 1, grantid.DEFAULT_EPOCH_MS + 160)
-    assert d.to_dict() == {"timestamp": 160, "unix_ms": grantid.DEFAULT_EPOCH_MS + 160, "worker": 1, "sequence": 1}
+    assert d.to_dict() == {"timestamp": 160, "unix_ms": grantid.DEFAULT_EPOCH_MS + 160, "worker": 1, "sequence": 1,
+                           "datacenter": 0, "datacenter_worker": 1}
+
+
+def test_datacenter_split() -> None:
+    layout = grantid.Layout(41, 10, 12, datacenter_bits=5)
+    assert layout.datacenter_bits == 5
+    assert layout != grantid.Layout(41, 10, 12)
+    d = layout.decode(layout.encode(1000, 17 * 32 + 3, 9))
+    assert (d.worker, d.datacenter, d.datacenter_worker) == (547, 17, 3)
+    assert "datacenter_bits=5" in repr(layout)
+    assert pickle.loads(pickle.dumps(layout)) == layout
+    with pytest.raises(grantid.InvalidArgument, match="datacenter_bits is 11"):
+        grantid.Layout(41, 10, 12, datacenter_bits=11)
+
+
+def test_generator_datacenter(tmp_path: Any) -> None:
+    layout = grantid.Layout(41, 10, 12, datacenter_bits=5)
+    url = f"file:{tmp_path}/a.json?datacenter=2"
+    with grantid.Generator(url, namespace="py-regions", layout=layout, datacenter=2) as g:
+        assert g.datacenter == 2
+        assert {g.decode(i).datacenter for i in g.next_ids(100)} == {2}
+    with pytest.raises(grantid.InvalidArgument, match="authority grants the workers of datacenter 2"):
+        grantid.Generator(url, namespace="py-regions", layout=layout, datacenter=1)
 
 
 def test_layout_is_frozen_hashable_and_picklable() -> None:

@@ -49,6 +49,10 @@ pub struct LayoutArgs {
     /// Width of the sequence field.
     #[arg(long, default_value_t = 12)]
     pub sequence_bits: u8,
+    /// How many top bits of the worker field are the datacenter (0: none;
+    /// at most --worker-bits). The encoded ID does not change.
+    #[arg(long, default_value_t = 0)]
+    pub datacenter_bits: u8,
     /// Unix ms of timestamp 0.
     #[arg(long, default_value_t = DEFAULT_EPOCH_MS)]
     pub epoch_ms: u64,
@@ -65,7 +69,8 @@ impl LayoutArgs {
             self.sequence_bits,
             self.epoch_ms,
             self.tick_ms,
-        )
+        )?
+        .with_datacenter_bits(self.datacenter_bits)
     }
 }
 

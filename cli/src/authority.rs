@@ -104,24 +104,31 @@ fn lease(w: &WorkerStatus, now_ms: u64) -> &'static str {
 fn status(url: &str, namespace: Option<&str>, format: StatusFormat) -> Result<(), Failure> {
     let authority = grantid_authority::open(url)?;
     let workers = authority.status(namespace)?;
+    let datacenter = authority.datacenter();
     let now_ms = grantid::SystemClock::now_ns() / 1_000_000;
     let now_ms = u64::try_from(now_ms).unwrap_or(u64::MAX);
     let mut out = output::stdout();
     match format {
         StatusFormat::Json => {
-            let rows: Vec<_> = workers.iter().map(|w| as_json(w, now_ms)).collect();
+            let rows: Vec<_> = workers
+                .iter()
+                .map(|w| as_json(w, datacenter, now_ms))
+                .collect();
             writeln!(out, "{}", serde_json::Value::Array(rows))?;
         }
-        StatusFormat::Table => table(&mut out, &workers, namespace, now_ms)?,
+        StatusFormat::Table => table(&mut out, &workers, namespace, datacenter, now_ms)?,
     }
     out.flush()?;
     Ok(())
 }
 
-fn as_json(w: &WorkerStatus, now_ms: u64) -> serde_json::Value {
+/// One worker as JSON. With `datacenter=N` in the URL, `worker` is the
+/// worker within datacenter N (docs/AUTHORITIES.md, "Regions").
+fn as_json(w: &WorkerStatus, datacenter: Option<u32>, now_ms: u64) -> serde_json::Value {
     let expiry = (w.lease_expiry != 0).then(|| time::rfc3339(w.layout.unix_ms_of(w.lease_expiry)));
     json!({
         "namespace": w.namespace,
+        "datacenter": datacenter,
         "worker": w.worker,
         "holder": w.holder.map(|h| format!("{h:#018x}")),
         "lease": lease(w, now_ms),
@@ -137,8 +144,15 @@ fn table(
     out: &mut impl Write,
     workers: &[WorkerStatus],
     namespace: Option<&str>,
+    datacenter: Option<u32>,
     now_ms: u64,
 ) -> std::io::Result<()> {
+    if let Some(dc) = datacenter {
+        writeln!(
+            out,
+            "datacenter {dc} (workers are numbered within the datacenter)"
+        )?;
+    }
     if workers.is_empty() {
         let scope = namespace
             .map(|n| format!(" in namespace {n:?}"))

@@ -30,7 +30,7 @@ pub fn run(a: DecodeArgs) -> Result<(), Failure> {
     let layout = a.layout.layout()?;
     let format = if a.json { Format::Json } else { a.format };
     let mut out = output::stdout();
-    output::header(&mut out, format)?;
+    output::header(&mut out, format, &layout)?;
     let mut first = true;
     for arg in &a.ids {
         if arg == "-" {

@@ -33,6 +33,11 @@ pub struct NextArgs {
     /// the command fails.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// The datacenter this process runs in (needs --datacenter-bits): a
+    /// grant of another datacenter's worker is refused, and the authority
+    /// URL's datacenter=N, if any, must agree.
+    #[arg(long)]
+    pub datacenter: Option<u32>,
     #[command(flatten)]
     pub grants: GrantArgs,
     #[command(flatten)]
@@ -47,15 +52,18 @@ pub fn run(a: NextArgs) -> Result<(), Failure> {
         .unwrap_or_else(|| grantid_authority::DEFAULT_URL.to_owned());
     let source = grantid_authority::from_url(&url)?;
     let timeout = Duration::from_millis(a.timeout_ms);
-    let generator = Generator::builder(layout, a.namespace.as_str(), source)
+    let mut builder = Generator::builder(layout, a.namespace.as_str(), source)
         .max_drift_ms(DEFAULT_MAX_DRIFT_MS)
         .shards(1)
         .startup_timeout(timeout)
         .grant_duration_ms(a.grants.grant_duration_ms)
-        .horizon_ms(a.grants.horizon_ms)
-        .start()?;
+        .horizon_ms(a.grants.horizon_ms);
+    if let Some(dc) = a.datacenter {
+        builder = builder.datacenter(dc);
+    }
+    let generator = builder.start()?;
     let mut out = output::stdout();
-    output::header(&mut out, a.format)?;
+    output::header(&mut out, a.format, &layout)?;
     let chunk = chunk_size(&layout, DEFAULT_MAX_DRIFT_MS);
     let mut batch = vec![0u64; chunk.min(usize::try_from(a.count).unwrap_or(usize::MAX))];
     let mut left = a.count;

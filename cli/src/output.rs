@@ -32,14 +32,19 @@ pub enum Format {
     Text,
 }
 
-/// The header line of a format, if it has one.
-pub fn header(out: &mut impl Write, format: Format) -> io::Result<()> {
+/// The header line of a format, if it has one. A layout with datacenter
+/// bits adds the columns `datacenter` and `dc_worker`.
+pub fn header(out: &mut impl Write, format: Format, layout: &Layout) -> io::Result<()> {
     if format == Format::Table {
-        writeln!(
+        write!(
             out,
             "{:<20} {:<24} {:>14} {:>7} {:>9}",
             "id", "time", "timestamp", "worker", "sequence"
         )?;
+        if layout.datacenter_bits() > 0 {
+            write!(out, " {:>10} {:>9}", "datacenter", "dc_worker")?;
+        }
+        writeln!(out)?;
     }
     Ok(())
 }
@@ -75,14 +80,20 @@ fn fields_in(
         Format::Dec => writeln!(out, "{id}"),
         Format::Hex => writeln!(out, "{id:#x}"),
         Format::Json => writeln!(out, "{}", fields(layout, id, d)),
-        Format::Table => writeln!(
-            out,
-            "{id:<20} {:<24} {:>14} {:>7} {:>9}",
-            time::rfc3339(d.unix_ms),
-            d.timestamp,
-            d.worker,
-            d.sequence
-        ),
+        Format::Table => {
+            write!(
+                out,
+                "{id:<20} {:<24} {:>14} {:>7} {:>9}",
+                time::rfc3339(d.unix_ms),
+                d.timestamp,
+                d.worker,
+                d.sequence
+            )?;
+            if layout.datacenter_bits() > 0 {
+                write!(out, " {:>10} {:>9}", d.datacenter, d.datacenter_worker)?;
+            }
+            writeln!(out)
+        }
         Format::Text => {
             if !first {
                 writeln!(out)?;
@@ -93,6 +104,10 @@ fn fields_in(
             writeln!(out, "unix_ms    {}", d.unix_ms)?;
             writeln!(out, "time       {}", time::rfc3339(d.unix_ms))?;
             writeln!(out, "worker     {}", d.worker)?;
+            if layout.datacenter_bits() > 0 {
+                writeln!(out, "datacenter {}", d.datacenter)?;
+                writeln!(out, "dc_worker  {}", d.datacenter_worker)?;
+            }
             writeln!(out, "sequence   {}", d.sequence)
         }
     }
@@ -108,10 +123,13 @@ pub fn fields(layout: &Layout, id: u64, d: &Decoded) -> serde_json::Value {
         "unix_ms": d.unix_ms,
         "time": time::rfc3339(d.unix_ms),
         "worker": d.worker,
+        "datacenter": d.datacenter,
+        "datacenter_worker": d.datacenter_worker,
         "sequence": d.sequence,
         "layout": {
             "timestamp_bits": layout.timestamp_bits(),
             "worker_bits": layout.worker_bits(),
+            "datacenter_bits": layout.datacenter_bits(),
             "sequence_bits": layout.sequence_bits(),
             "epoch_ms": layout.epoch_ms(),
             "tick_ms": layout.tick_ms(),

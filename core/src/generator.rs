@@ -82,6 +82,7 @@ pub struct GeneratorBuilder {
     backoff: (Duration, Duration),
     on_lease_lost: Option<LostCallback>,
     fork_policy: ForkPolicy,
+    datacenter: Option<u32>,
     #[cfg(test)]
     hook: Option<Hook>,
 }
@@ -163,6 +164,19 @@ impl GeneratorBuilder {
         self
     }
 
+    /// The datacenter this generator runs in (the layout needs
+    /// datacenter bits, [`Layout::with_datacenter_bits`]): every grant whose
+    /// worker lies outside it is refused as invalid, so a misconfigured
+    /// authority cannot make this region issue another region's IDs. When
+    /// the source reports a datacenter ([`GrantSource::datacenter`], an
+    /// authority URL with `datacenter=N`), the two must agree; without this
+    /// option the source's is used. A datacenter that does not fit, or a
+    /// disagreement, fails `start()` with `InvalidArgument`.
+    pub fn datacenter(mut self, datacenter: u32) -> Self {
+        self.datacenter = Some(datacenter);
+        self
+    }
+
     #[cfg(test)]
     pub(crate) fn hook(mut self, hook: impl Fn(HookPoint) + Send + Sync + 'static) -> Self {
         self.hook = Some(Arc::new(hook));
@@ -222,6 +236,7 @@ impl GeneratorBuilder {
                 )));
             }
         }
+        let datacenter = check_datacenter(&layout, self.datacenter, self.source.datacenter())?;
         let shards = self
             .shards
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -255,6 +270,7 @@ impl GeneratorBuilder {
                 backoff_min: self.backoff.0,
                 backoff_max: self.backoff.1,
                 fork_policy: self.fork_policy,
+                datacenter,
             },
             source: self.source,
             on_lease_lost: self.on_lease_lost,
@@ -277,6 +293,38 @@ impl GeneratorBuilder {
         generator.activate()?;
         Ok(generator)
     }
+}
+
+/// The generator's datacenter from its own option and its source's report
+/// (docs/AUTHORITIES.md, "Regions"): they must agree, and it must fit the
+/// layout's datacenter bits.
+fn check_datacenter(
+    layout: &Layout,
+    own: Option<u32>,
+    source: Option<u32>,
+) -> Result<Option<u32>, Error> {
+    if let (Some(own), Some(source)) = (own, source)
+        && own != source
+    {
+        return Err(Error::invalid(format!(
+            "the generator is in datacenter {own}, but its authority grants the workers of datacenter {source}"
+        )));
+    }
+    let Some(dc) = own.or(source) else {
+        return Ok(None);
+    };
+    if layout.datacenter_bits() == 0 {
+        return Err(Error::invalid(format!(
+            "datacenter {dc} is set, but the layout has no datacenter bits (set datacenter_bits)"
+        )));
+    }
+    if u64::from(dc) >= layout.datacenter_count() {
+        return Err(Error::invalid(format!(
+            "datacenter {dc} does not fit in {} datacenter bits",
+            layout.datacenter_bits()
+        )));
+    }
+    Ok(Some(dc))
 }
 
 thread_local! {
@@ -321,6 +369,7 @@ impl Generator {
             backoff: (DEFAULT_BACKOFF_MIN, DEFAULT_BACKOFF_MAX),
             on_lease_lost: None,
             fork_policy: ForkPolicy::Reactivate,
+            datacenter: None,
             #[cfg(test)]
             hook: None,
         }
@@ -726,6 +775,12 @@ impl Generator {
     /// The layout.
     pub fn layout(&self) -> &Layout {
         &self.shared.layout
+    }
+
+    /// The datacenter this generator issues in, if it has one (its own
+    /// option or its source's).
+    pub fn datacenter(&self) -> Option<u32> {
+        self.shared.config.datacenter
     }
 
     /// The namespace.

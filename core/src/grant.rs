@@ -144,6 +144,16 @@ pub trait GrantSource: Send + Sync + 'static {
     /// Reserves an interval, or says why not.
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError>;
 
+    /// The datacenter whose workers this source grants, when it grants only
+    /// one datacenter's (an authority URL with `datacenter=N`). The
+    /// generator checks it against its own datacenter at start-up
+    /// ([`crate::GeneratorBuilder::datacenter`]) and takes it as its
+    /// datacenter when it was given none. The default is `None`: any
+    /// worker of the layout.
+    fn datacenter(&self) -> Option<u32> {
+        None
+    }
+
     /// Gives the worker back (best effort) when the generator closes. The
     /// high-water mark stays; only the worker lease ends. The default does
     /// nothing.
@@ -169,6 +179,9 @@ impl<S: GrantSource + ?Sized> GrantSource for Arc<S> {
     fn max_lead_ms(&self) -> Option<u64> {
         (**self).max_lead_ms()
     }
+    fn datacenter(&self) -> Option<u32> {
+        (**self).datacenter()
+    }
 }
 
 impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
@@ -180,6 +193,9 @@ impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
     }
     fn max_lead_ms(&self) -> Option<u64> {
         (**self).max_lead_ms()
+    }
+    fn datacenter(&self) -> Option<u32> {
+        (**self).datacenter()
     }
 }
 
@@ -237,6 +253,18 @@ impl Grant {
     /// `not_before <= start < end <= 2^timestamp_bits`. A grant that fails is
     /// never used.
     pub fn validate(&self, request: &GrantRequest) -> Result<(), InvalidGrant> {
+        self.validate_in(request, None)
+    }
+
+    /// [`Grant::validate`], and with `Some(datacenter)` also that the worker
+    /// lies in that datacenter of the request's layout (its top
+    /// `datacenter_bits` bits): a generator never issues another
+    /// datacenter's IDs, whatever its authority says.
+    pub fn validate_in(
+        &self,
+        request: &GrantRequest,
+        datacenter: Option<u32>,
+    ) -> Result<(), InvalidGrant> {
         let layout = &request.layout;
         if self.namespace != request.namespace {
             return Err(InvalidGrant(format!(
@@ -255,6 +283,15 @@ impl Grant {
                 "worker {} does not fit in {} worker bits",
                 self.worker,
                 layout.worker_bits()
+            )));
+        }
+        if let Some(dc) = datacenter
+            && layout.datacenter_of(u64::from(self.worker)) != u64::from(dc)
+        {
+            return Err(InvalidGrant(format!(
+                "worker {} is in datacenter {}, this generator is in datacenter {dc}",
+                self.worker,
+                layout.datacenter_of(u64::from(self.worker))
             )));
         }
         if let Some(w) = request.worker
@@ -344,6 +381,25 @@ mod tests {
     fn a_good_grant_passes() {
         assert_eq!(grant().validate(&request(None)), Ok(()));
         assert_eq!(grant().validate(&request(Some(1))), Ok(()));
+    }
+
+    #[test]
+    fn a_grant_outside_the_datacenter_is_refused() {
+        // 12 / 3 / 4 with 1 datacenter bit: workers 0-3 are datacenter 0,
+        // 4-7 datacenter 1.
+        let mut r = request(None);
+        r.layout = r.layout.with_datacenter_bits(1).unwrap();
+        let g = |worker| Grant { worker, ..grant() };
+        assert_eq!(g(3).validate_in(&r, Some(0)), Ok(()));
+        assert_eq!(g(4).validate_in(&r, Some(1)), Ok(()));
+        assert_eq!(g(4).validate_in(&r, None), Ok(()));
+        let err = g(4).validate_in(&r, Some(0)).unwrap_err();
+        assert!(
+            err.0
+                .contains("worker 4 is in datacenter 1, this generator is in datacenter 0"),
+            "{err}"
+        );
+        assert!(g(3).validate_in(&r, Some(1)).is_err());
     }
 
     #[test]

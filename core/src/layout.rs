@@ -1,4 +1,5 @@
-//! The bit layout of an ID: `timestamp | worker | sequence` (docs/DESIGN.md section 1).
+//! The bit layout of an ID: `timestamp | worker | sequence` (docs/DESIGN.md section 1),
+//! with an optional datacenter split of the worker field.
 
 use crate::error::Error;
 
@@ -12,11 +13,18 @@ pub const DEFAULT_EPOCH_MS: u64 = 1_767_225_600_000;
 /// A `Layout` is validated when made: the widths fit in 63 bits (every ID is a
 /// positive `i64`), there is at least one timestamp and one sequence bit, and
 /// the last tick's Unix time fits in a `u64` of milliseconds.
+///
+/// Optionally the top `datacenter_bits` bits of the worker field are a
+/// datacenter number ([`Layout::with_datacenter_bits`], 0 by default, at
+/// most `worker_bits`): the encoded ID does not change, [`Layout::decode`]
+/// also reports the datacenter and the worker within it (docs/DESIGN.md
+/// section 1, docs/AUTHORITIES.md "Regions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Layout {
     timestamp_bits: u8,
     worker_bits: u8,
     sequence_bits: u8,
+    datacenter_bits: u8,
     epoch_ms: u64,
     tick_ms: u64,
 }
@@ -27,12 +35,20 @@ pub struct Layout {
 pub struct Decoded {
     /// Ticks since the layout's epoch.
     pub timestamp: u64,
-    /// The worker field.
+    /// The worker field (all of it, datacenter bits included: what
+    /// [`Layout::encode`] takes and a grant carries).
     pub worker: u64,
     /// The sequence field.
     pub sequence: u64,
     /// `epoch_ms + timestamp * tick_ms`.
     pub unix_ms: u64,
+    /// The datacenter: the top `datacenter_bits` bits of the worker field
+    /// (0 when the layout has no datacenter bits).
+    pub datacenter: u64,
+    /// The worker within its datacenter: the low `worker_bits -
+    /// datacenter_bits` bits of the worker field (the whole worker field
+    /// when the layout has no datacenter bits).
+    pub datacenter_worker: u64,
 }
 
 impl Default for Layout {
@@ -44,6 +60,7 @@ impl Default for Layout {
             timestamp_bits: 41,
             worker_bits: 10,
             sequence_bits: 12,
+            datacenter_bits: 0,
             epoch_ms: DEFAULT_EPOCH_MS,
             tick_ms: 1,
         }
@@ -74,6 +91,7 @@ impl Layout {
             timestamp_bits,
             worker_bits,
             sequence_bits,
+            datacenter_bits: 0,
             epoch_ms,
             tick_ms,
         };
@@ -89,6 +107,27 @@ impl Layout {
     /// The same layout with another tick length in milliseconds (>= 1).
     pub fn with_tick_ms(self, tick_ms: u64) -> Result<Layout, Error> {
         Layout { tick_ms, ..self }.validated()
+    }
+
+    /// The same layout with the top `bits` bits of the worker field read as
+    /// a datacenter number (0 to `worker_bits`). The encoded ID does not
+    /// change; a layout with another split is another layout (a namespace
+    /// is registered with one).
+    pub fn with_datacenter_bits(self, bits: u8) -> Result<Layout, Error> {
+        Layout {
+            datacenter_bits: bits,
+            ..self
+        }
+        .validated()
+    }
+
+    /// The same layout without a datacenter split: the encoding alone,
+    /// which is what an authority registers a namespace with.
+    pub fn without_datacenter_bits(self) -> Layout {
+        Layout {
+            datacenter_bits: 0,
+            ..self
+        }
     }
 
     fn validated(self) -> Result<Layout, Error> {
@@ -107,6 +146,12 @@ impl Layout {
             return Err(Error::invalid(format!(
                 "worker_bits is {}, at most 32 are supported",
                 self.worker_bits
+            )));
+        }
+        if self.datacenter_bits > self.worker_bits {
+            return Err(Error::invalid(format!(
+                "datacenter_bits is {}, more than worker_bits ({}): the datacenter is the top of the worker field",
+                self.datacenter_bits, self.worker_bits
             )));
         }
         let total = u32::from(self.timestamp_bits)
@@ -146,6 +191,15 @@ impl Layout {
     pub fn sequence_bits(&self) -> u8 {
         self.sequence_bits
     }
+    /// Width of the datacenter part of the worker field (0: none).
+    pub fn datacenter_bits(&self) -> u8 {
+        self.datacenter_bits
+    }
+    /// Width of the worker within a datacenter: `worker_bits -
+    /// datacenter_bits`.
+    pub fn datacenter_worker_bits(&self) -> u8 {
+        self.worker_bits - self.datacenter_bits
+    }
     /// Unix ms of timestamp 0.
     pub fn epoch_ms(&self) -> u64 {
         self.epoch_ms
@@ -166,6 +220,22 @@ impl Layout {
     /// The number of worker values, `2^worker_bits`.
     pub fn worker_count(&self) -> u64 {
         1u64 << self.worker_bits
+    }
+    /// The number of datacenters, `2^datacenter_bits` (1 without a split).
+    pub fn datacenter_count(&self) -> u64 {
+        1u64 << self.datacenter_bits
+    }
+    /// The datacenter of a worker value: its top `datacenter_bits` bits.
+    pub fn datacenter_of(&self, worker: u64) -> u64 {
+        worker >> self.datacenter_worker_bits()
+    }
+    /// The worker value of worker `datacenter_worker` of `datacenter`,
+    /// checking that each fits its part of the worker field.
+    pub fn worker_value(&self, datacenter: u64, datacenter_worker: u64) -> Result<u64, Error> {
+        check_field("datacenter", datacenter, self.datacenter_bits)?;
+        let local = self.datacenter_worker_bits();
+        check_field("datacenter worker", datacenter_worker, local)?;
+        Ok((datacenter << local) | datacenter_worker)
     }
     /// The number of sequence values per worker per tick, `2^sequence_bits`.
     pub fn sequence_count(&self) -> u64 {
@@ -223,12 +293,15 @@ impl Layout {
         let sequence = id & ((1u64 << seq_bits) - 1);
         let worker = (id >> seq_bits) & ((1u64 << worker_bits) - 1);
         let timestamp = id >> (seq_bits + worker_bits);
+        let local_bits = u32::from(self.datacenter_worker_bits());
         Ok(Decoded {
             timestamp,
             worker,
             sequence,
             // Cannot overflow: checked when the layout was made.
             unix_ms: self.epoch_ms + timestamp * self.tick_ms,
+            datacenter: self.datacenter_of(worker),
+            datacenter_worker: worker & ((1u64 << local_bits) - 1),
         })
     }
 }
@@ -354,6 +427,69 @@ mod tests {
         assert_eq!(l.decode(id).unwrap().sequence, (1 << 62) - 1);
         let l = Layout::new(41, 0, 22).unwrap();
         assert_eq!(l.encode(1, 0, 0).unwrap(), 1 << 22);
+    }
+
+    #[test]
+    fn datacenter_split() {
+        // The Snowflake service layout: 41 / 5 datacenter + 5 worker / 12.
+        let l = Layout::new(41, 10, 12)
+            .unwrap()
+            .with_datacenter_bits(5)
+            .unwrap();
+        assert_eq!((l.datacenter_bits(), l.datacenter_worker_bits()), (5, 5));
+        assert_eq!(l.datacenter_count(), 32);
+        let worker = l.worker_value(17, 3).unwrap();
+        assert_eq!(worker, 17 * 32 + 3);
+        assert_eq!(l.datacenter_of(worker), 17);
+        let id = l.encode(1000, worker, 9).unwrap();
+        // The split does not change the encoding.
+        assert_eq!(
+            id,
+            Layout::new(41, 10, 12)
+                .unwrap()
+                .encode(1000, worker, 9)
+                .unwrap()
+        );
+        let d = l.decode(id).unwrap();
+        assert_eq!(
+            (
+                d.timestamp,
+                d.worker,
+                d.datacenter,
+                d.datacenter_worker,
+                d.sequence
+            ),
+            (1000, worker, 17, 3, 9)
+        );
+        let flat = Layout::default().decode(id).unwrap();
+        assert_eq!((flat.datacenter, flat.datacenter_worker), (0, worker));
+        for (result, needle) in [
+            (
+                l.worker_value(32, 0).map(|_| ()),
+                "datacenter 32 does not fit in 5 bits",
+            ),
+            (
+                l.worker_value(0, 32).map(|_| ()),
+                "datacenter worker 32 does not fit in 5 bits",
+            ),
+            (
+                Layout::default().with_datacenter_bits(11).map(|_| ()),
+                "datacenter_bits is 11",
+            ),
+        ] {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+            assert!(err.message().contains(needle), "{err} lacks {needle}");
+        }
+        // All of the worker field may be the datacenter.
+        let all = Layout::new(41, 5, 12)
+            .unwrap()
+            .with_datacenter_bits(5)
+            .unwrap();
+        let d = all.decode(all.encode(1, 31, 0).unwrap()).unwrap();
+        assert_eq!((d.datacenter, d.datacenter_worker), (31, 0));
+        // Other setters keep the split.
+        assert_eq!(l.with_tick_ms(2).unwrap().datacenter_bits(), 5);
     }
 
     #[test]

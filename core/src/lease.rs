@@ -240,7 +240,7 @@ impl Manager {
                 outcome
             }
             Ok(Err(GrantError::Invalid(why))) => self.invalid(why),
-            Ok(Ok(grant)) => match grant.validate(&request) {
+            Ok(Ok(grant)) => match grant.validate_in(&request, self.state.config().datacenter) {
                 Err(invalid) => self.invalid(invalid.0),
                 Ok(()) => {
                     self.accept(grant);

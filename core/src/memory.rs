@@ -174,7 +174,9 @@ impl Allocator {
                 *ns != request.namespace || g.end.saturating_add(grace) > now
             });
         }
-        let layout = request.layout;
+        // A store registers the encoding; a datacenter split is only a
+        // reading of the worker field (docs/AUTHORITIES.md, "Regions").
+        let layout = request.layout.without_datacenter_bits();
         let ns = self
             .namespaces
             .entry(request.namespace.clone())

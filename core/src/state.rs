@@ -51,6 +51,8 @@ pub(crate) struct Config {
     pub backoff_min: Duration,
     pub backoff_max: Duration,
     pub fork_policy: ForkPolicy,
+    /// The generator's datacenter: grants outside it are invalid.
+    pub datacenter: Option<u32>,
 }
 
 /// Test-only: points of a grant switch where a test can stop the renewal

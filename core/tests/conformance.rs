@@ -29,7 +29,8 @@ fn layout_of(v: &Value) -> Result<Layout, grantid::Error> {
         bits("sequence_bits"),
         u(v, "epoch_ms"),
         u(v, "tick_ms"),
-    )
+    )?
+    .with_datacenter_bits(bits("datacenter_bits"))
 }
 
 #[test]
@@ -46,6 +47,9 @@ fn encode_and_decode_vectors() {
             let d = layout.decode(id(e)).unwrap();
             assert_eq!((d.timestamp, d.worker, d.sequence), (t, w, s));
             assert_eq!(d.unix_ms, u(e, "unix_ms"));
+            let (dc, dw) = (u(e, "datacenter"), u(e, "datacenter_worker"));
+            assert_eq!((d.datacenter, d.datacenter_worker), (dc, dw), "{e}");
+            assert_eq!(layout.worker_value(dc, dw).unwrap(), w);
             checked += 1;
         }
         for e in l["encode_invalid"].as_array().unwrap() {
@@ -59,6 +63,10 @@ fn encode_and_decode_vectors() {
         }
     }
     assert!(checked >= 50, "only {checked} vectors");
+    // The seed's 41 / 5 / 5 / 12 layout is among them.
+    assert!(layouts.iter().any(|l| u(l, "datacenter_bits") == 5
+        && u(l, "worker_bits") == 10
+        && u(l, "timestamp_bits") == 41));
 }
 
 #[test]

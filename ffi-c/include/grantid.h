@@ -183,6 +183,11 @@ typedef struct grantid_layout {
   uint8_t worker_bits;
   // Width of the sequence field (>= 1); the three widths sum to <= 63.
   uint8_t sequence_bits;
+  // How many top bits of the worker field are a datacenter number (0:
+  // none; at most `worker_bits`). Set it with
+  // `grantid_layout_set_datacenter_bits`. It takes what was padding in
+  // version 0.1.0: a struct filled field by field must zero it.
+  uint8_t datacenter_bits;
   // Unix milliseconds of timestamp 0.
   uint64_t epoch_ms;
   // Milliseconds per tick (>= 1).
@@ -323,10 +328,21 @@ typedef struct grantid_generator_options {
   void *user_data;
   // Optional: frees `user_data`, exactly once.
   grantid_free_fn free_user_data;
+  // True to set the generator's datacenter (the layout needs
+  // `datacenter_bits`): grants outside it are refused, and an authority
+  // URL's `datacenter=N` must agree (docs/AUTHORITIES.md, "Regions").
+  bool has_datacenter;
+  // The datacenter, when `has_datacenter`.
+  uint32_t datacenter;
 } grantid_generator_options;
 
 // The fields of a decoded ID. `unix_ms` is the start of the encoded tick: a
 // diagnostic, not a commit time.
+//
+// The struct grows at its end in later versions (`datacenter` and
+// `datacenter_worker` came after version 0.1.0): the header's
+// `grantid_layout_decode` and `grantid_decode` macros pass the caller's
+// `sizeof`, and only that many bytes are written.
 typedef struct grantid_decoded {
   // Ticks since the layout's epoch.
   uint64_t timestamp;
@@ -336,6 +352,12 @@ typedef struct grantid_decoded {
   uint64_t sequence;
   // `epoch_ms + timestamp * tick_ms`.
   uint64_t unix_ms;
+  // The datacenter: the top `datacenter_bits` of the worker field (0
+  // without a split).
+  uint64_t datacenter;
+  // The worker within its datacenter (the whole worker field without a
+  // split).
+  uint64_t datacenter_worker;
 } grantid_decoded;
 
 // A snapshot of a generator's counters and lease (`grantid::Stats`),
@@ -469,15 +491,30 @@ grantid_status grantid_next_ids(const struct grantid_generator *generator,
                                 uint64_t *out,
                                 size_t n);
 
-// Decodes `id` in the generator's layout.
+// Decodes `id` in the generator's layout into version 0.1.0's fields of
+// `*out`, for programs built against that header. The header's
+// `grantid_decode` macro calls `grantid_decode_sized` instead.
 //
 // # Safety
 //
 // `generator` is NULL or a live handle; `out` is NULL or points to
-// writable memory for one `grantid_decoded`.
+// writable memory for version 0.1.0's `grantid_decoded`.
 grantid_status grantid_decode(const struct grantid_generator *generator,
                               uint64_t id,
                               struct grantid_decoded *out);
+
+// Decodes `id` in the generator's layout into the caller's `size` bytes
+// at `out`. Call it through the header's `grantid_decode(generator, id,
+// out)` macro, which passes `sizeof *out`.
+//
+// # Safety
+//
+// `generator` is NULL or a live handle; `out` is NULL or points to `size`
+// writable bytes.
+grantid_status grantid_decode_sized(const struct grantid_generator *generator,
+                                    uint64_t id,
+                                    struct grantid_decoded *out,
+                                    size_t size);
 
 // Writes the generator's layout to `*out`.
 //
@@ -550,6 +587,17 @@ grantid_status grantid_layout_new(uint32_t timestamp_bits,
                                   uint64_t tick_ms,
                                   struct grantid_layout *out);
 
+// Reads the top `datacenter_bits` bits of the worker field of `*layout`
+// as a datacenter number (0 to `worker_bits`; the encoding does not
+// change). A bad layout or width is `GRANTID_INVALID_ARGUMENT` and
+// `*layout` is left as it was.
+//
+// # Safety
+//
+// `layout` is NULL or points to a valid, writable `grantid_layout`.
+grantid_status grantid_layout_set_datacenter_bits(struct grantid_layout *layout,
+                                                  uint32_t datacenter_bits);
+
 // Encodes a (timestamp, worker, sequence) tuple in `*layout`. A field wider
 // than its width, or the reserved tuple (0, 0, 0), is
 // `GRANTID_INVALID_ARGUMENT`.
@@ -564,16 +612,33 @@ grantid_status grantid_layout_encode(const struct grantid_layout *layout,
                                      uint64_t sequence,
                                      uint64_t *out_id);
 
-// Decodes `id` in `*layout`. 0, a value with the sign bit, or bits above
-// the layout's width are `GRANTID_INVALID_ARGUMENT`.
+// Decodes `id` in `*layout` into version 0.1.0's fields of `*out`
+// (timestamp, worker, sequence, unix_ms), for programs built against that
+// header. The header's `grantid_layout_decode` macro calls
+// `grantid_layout_decode_sized` instead.
 //
 // # Safety
 //
 // `layout` is NULL or points to a valid `grantid_layout`; `out` is NULL or
-// points to writable memory for one `grantid_decoded`.
+// points to writable memory for version 0.1.0's `grantid_decoded`.
 grantid_status grantid_layout_decode(const struct grantid_layout *layout,
                                      uint64_t id,
                                      struct grantid_decoded *out);
+
+// Decodes `id` in `*layout` into the caller's `size` bytes at `out`.
+// 0, a value with the sign bit, or bits above the layout's width are
+// `GRANTID_INVALID_ARGUMENT`. Call it through the header's
+// `grantid_layout_decode(layout, id, out)` macro, which passes
+// `sizeof *out`.
+//
+// # Safety
+//
+// `layout` is NULL or points to a valid `grantid_layout`; `out` is NULL or
+// points to `size` writable bytes.
+grantid_status grantid_layout_decode_sized(const struct grantid_layout *layout,
+                                           uint64_t id,
+                                           struct grantid_decoded *out,
+                                           size_t size);
 
 // Parses an ID written in decimal or as `0x`-prefixed hexadecimal (no
 // whitespace, no sign, at most 2^63 - 1). Anything else is
@@ -728,3 +793,17 @@ const char *grantid_status_message(uint32_t status);
 #endif  // __cplusplus
 
 #endif  /* GRANTID_H */
+
+/*
+ * grantid_decoded grows at its end in later versions (datacenter and
+ * datacenter_worker came after 0.1.0). These macros pass the size the
+ * caller was compiled with; the functions of the same name write version
+ * 0.1.0's fields only, for programs built against that header.
+ */
+#ifndef GRANTID_DECODE_MACROS
+#define GRANTID_DECODE_MACROS
+#define grantid_layout_decode(layout, id, out) \
+  grantid_layout_decode_sized((layout), (id), (out), sizeof *(out))
+#define grantid_decode(generator, id, out) \
+  grantid_decode_sized((generator), (id), (out), sizeof *(out))
+#endif

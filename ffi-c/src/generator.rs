@@ -211,26 +211,48 @@ pub unsafe extern "C" fn grantid_next_ids(
     })
 }
 
-/// Decodes `id` in the generator's layout.
+/// Decodes `id` in the generator's layout into version 0.1.0's fields of
+/// `*out`, for programs built against that header. The header's
+/// `grantid_decode` macro calls `grantid_decode_sized` instead.
 ///
 /// # Safety
 ///
 /// `generator` is NULL or a live handle; `out` is NULL or points to
-/// writable memory for one `grantid_decoded`.
+/// writable memory for version 0.1.0's `grantid_decoded`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn grantid_decode(
     generator: *const grantid_generator,
     id: u64,
     out: *mut grantid_decoded,
 ) -> grantid_status {
+    let v1 = std::mem::offset_of!(grantid_decoded, datacenter);
+    // SAFETY: as the caller's contract says, with version 0.1.0's size.
+    unsafe { grantid_decode_sized(generator, id, out, v1) }
+}
+
+/// Decodes `id` in the generator's layout into the caller's `size` bytes
+/// at `out`. Call it through the header's `grantid_decode(generator, id,
+/// out)` macro, which passes `sizeof *out`.
+///
+/// # Safety
+///
+/// `generator` is NULL or a live handle; `out` is NULL or points to `size`
+/// writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_decode_sized(
+    generator: *const grantid_generator,
+    id: u64,
+    out: *mut grantid_decoded,
+    size: usize,
+) -> grantid_status {
     guard(|| {
         // SAFETY: `generator` is NULL or live per the caller's contract.
         let generator = unsafe { handle(generator) }?;
         let out = out_arg(out, "out")?;
         let decoded = generator.decode(id)?;
-        // SAFETY: `out` is non-NULL and writable per the caller's contract.
-        unsafe { out.write(decoded.into()) };
-        Ok(())
+        // SAFETY: `out` is non-NULL with `size` writable bytes per the
+        // caller's contract.
+        unsafe { crate::layout::write_decoded(out, size, decoded) }
     })
 }
 

@@ -23,6 +23,11 @@ pub struct grantid_layout {
     pub worker_bits: u8,
     /// Width of the sequence field (>= 1); the three widths sum to <= 63.
     pub sequence_bits: u8,
+    /// How many top bits of the worker field are a datacenter number (0:
+    /// none; at most `worker_bits`). Set it with
+    /// `grantid_layout_set_datacenter_bits`. It takes what was padding in
+    /// version 0.1.0: a struct filled field by field must zero it.
+    pub datacenter_bits: u8,
     /// Unix milliseconds of timestamp 0.
     pub epoch_ms: u64,
     /// Milliseconds per tick (>= 1).
@@ -31,6 +36,11 @@ pub struct grantid_layout {
 
 /// The fields of a decoded ID. `unix_ms` is the start of the encoded tick: a
 /// diagnostic, not a commit time.
+///
+/// The struct grows at its end in later versions (`datacenter` and
+/// `datacenter_worker` came after version 0.1.0): the header's
+/// `grantid_layout_decode` and `grantid_decode` macros pass the caller's
+/// `sizeof`, and only that many bytes are written.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -43,6 +53,41 @@ pub struct grantid_decoded {
     pub sequence: u64,
     /// `epoch_ms + timestamp * tick_ms`.
     pub unix_ms: u64,
+    /// The datacenter: the top `datacenter_bits` of the worker field (0
+    /// without a split).
+    pub datacenter: u64,
+    /// The worker within its datacenter (the whole worker field without a
+    /// split).
+    pub datacenter_worker: u64,
+}
+
+/// The size of version 0.1.0's `grantid_decoded` (its first four fields).
+const DECODED_V1_SIZE: usize = std::mem::offset_of!(grantid_decoded, datacenter);
+
+/// Writes `decoded` to the caller's `size` bytes at `out`: the fields that
+/// fit (at least version 0.1.0's).
+///
+/// # Safety
+///
+/// `out` is non-NULL and points to `size` writable bytes.
+pub(crate) unsafe fn write_decoded(
+    out: *mut grantid_decoded,
+    size: usize,
+    decoded: Decoded,
+) -> Result<(), Failure> {
+    if size < DECODED_V1_SIZE {
+        return Err(invalid(format!(
+            "grantid_decoded size is {size}, less than the first version's {DECODED_V1_SIZE} bytes: \
+             call the grantid_layout_decode / grantid_decode macros, which pass sizeof"
+        )));
+    }
+    let value = grantid_decoded::from(decoded);
+    let n = size.min(std::mem::size_of::<grantid_decoded>());
+    // SAFETY: `out` has `size >= n` writable bytes per the caller's contract;
+    // `value` is a local of at least `n` bytes with no padding (u64 fields);
+    // the two do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping((&raw const value).cast::<u8>(), out.cast::<u8>(), n) };
+    Ok(())
 }
 
 impl From<Layout> for grantid_layout {
@@ -51,6 +96,7 @@ impl From<Layout> for grantid_layout {
             timestamp_bits: l.timestamp_bits(),
             worker_bits: l.worker_bits(),
             sequence_bits: l.sequence_bits(),
+            datacenter_bits: l.datacenter_bits(),
             epoch_ms: l.epoch_ms(),
             tick_ms: l.tick_ms(),
         }
@@ -64,6 +110,8 @@ impl From<Decoded> for grantid_decoded {
             worker: d.worker,
             sequence: d.sequence,
             unix_ms: d.unix_ms,
+            datacenter: d.datacenter,
+            datacenter_worker: d.datacenter_worker,
         }
     }
 }
@@ -77,7 +125,8 @@ impl grantid_layout {
             self.sequence_bits,
             self.epoch_ms,
             self.tick_ms,
-        )?)
+        )?
+        .with_datacenter_bits(self.datacenter_bits)?)
     }
 }
 
@@ -132,6 +181,30 @@ pub unsafe extern "C" fn grantid_layout_new(
     })
 }
 
+/// Reads the top `datacenter_bits` bits of the worker field of `*layout`
+/// as a datacenter number (0 to `worker_bits`; the encoding does not
+/// change). A bad layout or width is `GRANTID_INVALID_ARGUMENT` and
+/// `*layout` is left as it was.
+///
+/// # Safety
+///
+/// `layout` is NULL or points to a valid, writable `grantid_layout`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_layout_set_datacenter_bits(
+    layout: *mut grantid_layout,
+    datacenter_bits: u32,
+) -> grantid_status {
+    guard(|| {
+        let out = out_arg(layout, "layout")?;
+        // SAFETY: `layout` is non-NULL and valid per the caller's contract.
+        let current = unsafe { out.read() }.to_core()?;
+        let changed = current.with_datacenter_bits(bits("datacenter_bits", datacenter_bits)?)?;
+        // SAFETY: `layout` is non-NULL and writable per the caller's contract.
+        unsafe { out.write(changed.into()) };
+        Ok(())
+    })
+}
+
 /// Encodes a (timestamp, worker, sequence) tuple in `*layout`. A field wider
 /// than its width, or the reserved tuple (0, 0, 0), is
 /// `GRANTID_INVALID_ARGUMENT`.
@@ -159,27 +232,50 @@ pub unsafe extern "C" fn grantid_layout_encode(
     })
 }
 
-/// Decodes `id` in `*layout`. 0, a value with the sign bit, or bits above
-/// the layout's width are `GRANTID_INVALID_ARGUMENT`.
+/// Decodes `id` in `*layout` into version 0.1.0's fields of `*out`
+/// (timestamp, worker, sequence, unix_ms), for programs built against that
+/// header. The header's `grantid_layout_decode` macro calls
+/// `grantid_layout_decode_sized` instead.
 ///
 /// # Safety
 ///
 /// `layout` is NULL or points to a valid `grantid_layout`; `out` is NULL or
-/// points to writable memory for one `grantid_decoded`.
+/// points to writable memory for version 0.1.0's `grantid_decoded`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn grantid_layout_decode(
     layout: *const grantid_layout,
     id: u64,
     out: *mut grantid_decoded,
 ) -> grantid_status {
+    // SAFETY: as the caller's contract says, with version 0.1.0's size.
+    unsafe { grantid_layout_decode_sized(layout, id, out, DECODED_V1_SIZE) }
+}
+
+/// Decodes `id` in `*layout` into the caller's `size` bytes at `out`.
+/// 0, a value with the sign bit, or bits above the layout's width are
+/// `GRANTID_INVALID_ARGUMENT`. Call it through the header's
+/// `grantid_layout_decode(layout, id, out)` macro, which passes
+/// `sizeof *out`.
+///
+/// # Safety
+///
+/// `layout` is NULL or points to a valid `grantid_layout`; `out` is NULL or
+/// points to `size` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn grantid_layout_decode_sized(
+    layout: *const grantid_layout,
+    id: u64,
+    out: *mut grantid_decoded,
+    size: usize,
+) -> grantid_status {
     guard(|| {
         // SAFETY: `layout` is NULL or valid per the caller's contract.
         let layout = unsafe { arg(layout, "layout") }?.to_core()?;
         let out = out_arg(out, "out")?;
         let decoded = layout.decode(id)?;
-        // SAFETY: `out` is non-NULL and writable per the caller's contract.
-        unsafe { out.write(decoded.into()) };
-        Ok(())
+        // SAFETY: `out` is non-NULL with `size` writable bytes per the
+        // caller's contract.
+        unsafe { write_decoded(out, size, decoded) }
     })
 }
 

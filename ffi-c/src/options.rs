@@ -73,6 +73,12 @@ pub struct grantid_generator_options {
     pub user_data: *mut c_void,
     /// Optional: frees `user_data`, exactly once.
     pub free_user_data: grantid_free_fn,
+    /// True to set the generator's datacenter (the layout needs
+    /// `datacenter_bits`): grants outside it are refused, and an authority
+    /// URL's `datacenter=N` must agree (docs/AUTHORITIES.md, "Regions").
+    pub has_datacenter: bool,
+    /// The datacenter, when `has_datacenter`.
+    pub datacenter: u32,
 }
 
 fn ms(value: u64) -> Duration {
@@ -109,6 +115,8 @@ impl Default for grantid_generator_options {
             on_lease_lost: None,
             user_data: std::ptr::null_mut(),
             free_user_data: None,
+            has_datacenter: false,
+            datacenter: 0,
         }
     }
 }
@@ -206,6 +214,9 @@ impl grantid_generator_options {
             .fork_policy(fork_policy);
         if self.shards != 0 {
             builder = builder.shards(self.shards);
+        }
+        if self.has_datacenter {
+            builder = builder.datacenter(self.datacenter);
         }
         Ok(builder)
     }

@@ -44,18 +44,19 @@ def main(src, dst):
         "#include <stdint.h>",
         '#include "grantid.h"',
         "",
-        "typedef struct { uint64_t timestamp, worker, sequence, id; int has_unix_ms; uint64_t unix_ms; } vec_encode;",
+        "typedef struct { uint64_t timestamp, worker, sequence, id; int has_unix_ms; uint64_t unix_ms;",
+        "                 uint64_t datacenter, datacenter_worker; } vec_encode;",
         "typedef struct { uint64_t timestamp, worker, sequence; grantid_status status; } vec_encode_invalid;",
         "typedef struct { uint64_t id; grantid_status status; } vec_decode_invalid;",
         "typedef struct {",
         "    const char *name;",
-        "    uint32_t timestamp_bits, worker_bits, sequence_bits;",
+        "    uint32_t timestamp_bits, worker_bits, sequence_bits, datacenter_bits;",
         "    uint64_t epoch_ms, tick_ms;",
         "    const vec_encode *encode; size_t n_encode;",
         "    const vec_encode_invalid *encode_invalid; size_t n_encode_invalid;",
         "    const vec_decode_invalid *decode_invalid; size_t n_decode_invalid;",
         "} vec_layout;",
-        "typedef struct { uint32_t timestamp_bits, worker_bits, sequence_bits; uint64_t epoch_ms, tick_ms;",
+        "typedef struct { uint32_t timestamp_bits, worker_bits, sequence_bits, datacenter_bits; uint64_t epoch_ms, tick_ms;",
         "                 grantid_status status; const char *field; } vec_invalid_layout;",
         "typedef struct { const char *text; uint64_t id; } vec_parse_valid;",
         "",
@@ -63,9 +64,10 @@ def main(src, dst):
     layout_rows = []
     for i, lay in enumerate(data["layouts"]):
         enc = [
-            "    {%s, %s, %s, %s, %d, %s},"
+            "    {%s, %s, %s, %s, %d, %s, %s, %s},"
             % (u64(e["timestamp"]), u64(e["worker"]), u64(e["sequence"]), u64(e["id"]),
-               int("unix_ms" in e), u64(e.get("unix_ms", 0)))
+               int("unix_ms" in e), u64(e.get("unix_ms", 0)),
+               u64(e["datacenter"]), u64(e["datacenter_worker"]))
             for e in lay["encode"]
         ]
         enc_bad = [
@@ -84,9 +86,9 @@ def main(src, dst):
             lines.extend(rows or ["    {0},"])
             lines.append("};")
         layout_rows.append(
-            "    {%s, %d, %d, %d, %s, %s, layout%d_enc, %d, layout%d_enc_bad, %d, layout%d_dec_bad, %d},"
+            "    {%s, %d, %d, %d, %d, %s, %s, layout%d_enc, %d, layout%d_enc_bad, %d, layout%d_dec_bad, %d},"
             % (c_string(lay["name"]), lay["timestamp_bits"], lay["worker_bits"],
-               lay["sequence_bits"], u64(lay["epoch_ms"]), u64(lay["tick_ms"]),
+               lay["sequence_bits"], lay["datacenter_bits"], u64(lay["epoch_ms"]), u64(lay["tick_ms"]),
                i, len(enc), i, len(enc_bad), i, len(dec_bad)))
     lines.append("static const vec_layout vec_layouts[] = {")
     lines.extend(layout_rows)
@@ -96,8 +98,8 @@ def main(src, dst):
     lines.append("static const vec_invalid_layout vec_invalid_layouts[] = {")
     for e in bad:
         lines.append(
-            "    {%d, %d, %d, %s, %s, %s, %s},"
-            % (e["timestamp_bits"], e["worker_bits"], e["sequence_bits"], u64(e["epoch_ms"]),
+            "    {%d, %d, %d, %d, %s, %s, %s, %s},"
+            % (e["timestamp_bits"], e["worker_bits"], e["sequence_bits"], e["datacenter_bits"], u64(e["epoch_ms"]),
                u64(e["tick_ms"]), status(e["kind"]), c_string(e.get("field", ""))))
     lines.append("};")
     lines.append(f"#define VEC_N_INVALID_LAYOUTS {len(bad)}")

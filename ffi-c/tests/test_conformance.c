@@ -18,6 +18,8 @@ static void run_layout(const vec_layout *v, size_t *count) {
         check_failures++;
         return;
     }
+    CHECK_OK(grantid_layout_set_datacenter_bits(&l, v->datacenter_bits));
+    CHECK(l.datacenter_bits == v->datacenter_bits);
     for (size_t i = 0; i < v->n_encode; i++) {
         const vec_encode *e = &v->encode[i];
         uint64_t id = 0;
@@ -32,6 +34,12 @@ static void run_layout(const vec_layout *v, size_t *count) {
         CHECK_OK(grantid_layout_decode(&l, e->id, &d));
         CHECK(d.timestamp == e->timestamp && d.worker == e->worker && d.sequence == e->sequence);
         CHECK(!e->has_unix_ms || d.unix_ms == e->unix_ms);
+        CHECK(d.datacenter == e->datacenter && d.datacenter_worker == e->datacenter_worker);
+        /* A caller built against version 0.1.0's struct gets its four fields only. */
+        grantid_decoded old;
+        memset(&old, 0xAB, sizeof old);
+        CHECK_OK(grantid_layout_decode_sized(&l, e->id, &old, 4 * sizeof(uint64_t)));
+        CHECK(old.worker == e->worker && old.unix_ms == d.unix_ms && old.datacenter == UINT64_C(0xABABABABABABABAB));
         ++*count;
     }
     for (size_t i = 0; i < v->n_encode_invalid; i++) {
@@ -43,7 +51,7 @@ static void run_layout(const vec_layout *v, size_t *count) {
     }
     for (size_t i = 0; i < v->n_decode_invalid; i++) {
         const vec_decode_invalid *e = &v->decode_invalid[i];
-        grantid_decoded d = {1, 2, 3, 4};
+        grantid_decoded d = {1, 2, 3, 4, 5, 6};
         CHECK_STATUS(grantid_layout_decode(&l, e->id, &d), e->status);
         CHECK(d.timestamp == 1 && d.worker == 2 && d.sequence == 3 && d.unix_ms == 4);
         ++*count;
@@ -59,11 +67,19 @@ int main(void) {
         const vec_invalid_layout *e = &vec_invalid_layouts[i];
         grantid_layout l;
         memset(&l, 0xAB, sizeof l);
-        CHECK_STATUS(grantid_layout_new(e->timestamp_bits, e->worker_bits, e->sequence_bits,
-                                        e->epoch_ms, e->tick_ms, &l),
-                     e->status);
-        CHECK_MESSAGE_HAS(e->field);
-        CHECK(l.timestamp_bits == 0xAB);
+        grantid_status s = grantid_layout_new(e->timestamp_bits, e->worker_bits, e->sequence_bits,
+                                              e->epoch_ms, e->tick_ms, &l);
+        if (e->datacenter_bits == 0) {
+            CHECK_STATUS(s, e->status);
+            CHECK_MESSAGE_HAS(e->field);
+            CHECK(l.timestamp_bits == 0xAB);
+        } else {
+            /* The widths are fine; the split is refused and nothing written. */
+            CHECK_OK(s);
+            CHECK_STATUS(grantid_layout_set_datacenter_bits(&l, e->datacenter_bits), e->status);
+            CHECK_MESSAGE_HAS(e->field);
+            CHECK(l.datacenter_bits == 0);
+        }
         count++;
     }
     for (size_t i = 0; i < VEC_N_PARSE_INVALID; i++) {

@@ -80,6 +80,30 @@ int main(void) {
     CHECK(g == NULL);
     CHECK(frees == 6);
 
+    /* Regions: datacenter=2 in the URL, the generator's own datacenter. */
+    char dc_url[340];
+    snprintf(dc_url, sizeof dc_url, "%s?datacenter=2", url);
+    grantid_generator_options dc = o;
+    dc.namespace_ = "url-test-regions-v1";
+    dc.free_user_data = NULL;
+    CHECK_OK(grantid_layout_set_datacenter_bits(&dc.layout, 5));
+    dc.has_datacenter = true;
+    dc.datacenter = 2;
+    CHECK_OK(grantid_generator_new_url(&dc, dc_url, &g));
+    if (g != NULL) {
+        uint64_t id = 0;
+        grantid_decoded d;
+        CHECK_OK(grantid_next_id(g, &id));
+        CHECK_OK(grantid_decode(g, id, &d));
+        CHECK(d.datacenter == 2 && d.datacenter_worker < 32 && d.worker == 2 * 32 + d.datacenter_worker);
+        grantid_generator_free(g);
+        g = NULL;
+    }
+    dc.datacenter = 1;
+    CHECK_STATUS(grantid_generator_new_url(&dc, dc_url, &g), GRANTID_INVALID_ARGUMENT);
+    CHECK_MESSAGE_HAS("authority grants the workers of datacenter 2");
+    CHECK(g == NULL);
+
     unlink(state);
     char lock[300];
     snprintf(lock, sizeof lock, "%s.lock", state);

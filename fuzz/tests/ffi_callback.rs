@@ -125,6 +125,7 @@ fn ffi_generator_callback() {
             timestamp_bits: input.bits.0,
             worker_bits: input.bits.1,
             sequence_bits: input.bits.2,
+            datacenter_bits: 0,
             epoch_ms: input.epoch_ms,
             tick_ms: input.tick_ms,
         };

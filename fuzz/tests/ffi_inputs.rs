@@ -31,6 +31,7 @@ fn ffi_layout_struct() {
                 timestamp_bits: t,
                 worker_bits: w,
                 sequence_bits: s,
+                datacenter_bits: 0,
                 epoch_ms,
                 tick_ms,
             };
@@ -47,6 +48,8 @@ fn ffi_layout_struct() {
                 worker: 2,
                 sequence: 3,
                 unix_ms: 4,
+                datacenter: 5,
+                datacenter_worker: 6,
             };
             // SAFETY: valid pointers to live locals.
             let status = unsafe { grantid_layout_decode(&layout, id, &mut out) };

@@ -22,6 +22,7 @@ impl From<&Layout> for v1::Layout {
             sequence_bits: l.sequence_bits().into(),
             epoch_ms: l.epoch_ms(),
             tick_ms: l.tick_ms(),
+            datacenter_bits: l.datacenter_bits().into(),
         }
     }
 }
@@ -34,7 +35,8 @@ pub fn layout_from_proto(l: &v1::Layout) -> Result<Layout, Error> {
         width("sequence_bits", l.sequence_bits)?,
         l.epoch_ms,
         l.tick_ms,
-    )
+    )?
+    .with_datacenter_bits(width("datacenter_bits", l.datacenter_bits)?)
 }
 
 impl From<&GrantRequest> for v1::GrantRequest {
@@ -118,7 +120,10 @@ mod tests {
             not_before: 10,
             now: 11,
             duration: 12,
-            layout: Layout::with_all(30, 5, 8, 1_000, 2).unwrap(),
+            layout: Layout::with_all(30, 5, 8, 1_000, 2)
+                .unwrap()
+                .with_datacenter_bits(2)
+                .unwrap(),
         };
         let wire = v1::GrantRequest::from(&request);
         assert_eq!(grant_request_from_proto(&wire).unwrap(), request);
@@ -183,6 +188,16 @@ mod tests {
                     ..good.clone()
                 },
                 "63",
+            ),
+            (
+                v1::GrantRequest {
+                    layout: Some(v1::Layout {
+                        datacenter_bits: 11,
+                        ..good.layout.unwrap()
+                    }),
+                    ..good.clone()
+                },
+                "datacenter_bits is 11",
             ),
         ];
         for (request, needle) in cases {

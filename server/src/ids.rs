@@ -103,8 +103,9 @@ impl IdService {
             id: id as i64,
             id_str: id.to_string(),
             timestamp_ms: d.unix_ms as i64,
-            datacenter_id: 0,
-            worker_id: d.worker as i32,
+            // Fit: at most 32 bits each, the datacenter fewer.
+            datacenter_id: d.datacenter as i32,
+            worker_id: d.datacenter_worker as i32,
             namespace: self.state.namespace.clone(),
         })
     }

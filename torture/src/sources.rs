@@ -62,6 +62,10 @@ impl<S: GrantSource> GrantSource for PreferWorker<S> {
     fn max_lead_ms(&self) -> Option<u64> {
         self.inner.max_lead_ms()
     }
+
+    fn datacenter(&self) -> Option<u32> {
+        self.inner.datacenter()
+    }
 }
 
 /// FAULT INJECTION ONLY — never an authority. Answers every request with a

@@ -106,6 +106,25 @@ def decode(id_):
     return ts, worker
 
 
+class RegionTest(unittest.TestCase):
+    """A region's server: --datacenter-bits 5 and an authority URL with datacenter=3."""
+
+    def test_datacenter_and_worker_within_it(self):
+        d = tempfile.mkdtemp(prefix="grantid-serve-dc-")
+        server = Server("--datacenter-bits", "5",
+                        authority=f"file:{os.path.join(d, 'state.json')}?datacenter=3")
+        try:
+            r = server.ids.GenerateId(pb.GenerateIdRequest())
+            _, worker = decode(r.id)
+            self.assertEqual(r.datacenter_id, 3)
+            self.assertEqual(worker >> 5, 3)
+            self.assertEqual(r.worker_id, worker & 31)
+            b = server.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=10))
+            self.assertEqual(b.layout.datacenter_bits, 5)
+        finally:
+            assert server.stop() == 0
+
+
 class IdServiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -1,0 +1,160 @@
+//! `datacenter=N`: one datacenter's workers from any backend
+//! (docs/AUTHORITIES.md, "Regions").
+//!
+//! The backend is shown the datacenter's part of the worker field as a
+//! layout of its own: the same timestamp, sequence, epoch and tick, and
+//! `worker_bits - datacenter_bits` worker bits. It chooses, leases and
+//! fences workers `0 .. 2^(worker_bits - datacenter_bits)` as it always
+//! does; this wrapper maps them to and from the worker values of datacenter
+//! N (`N << (worker_bits - datacenter_bits) | w`). So every backend, present
+//! or future, hands out only datacenter N's workers, and the namespace is
+//! registered in the store with the reduced layout: a generator that
+//! reaches the same store without the split (or with another split) asks
+//! with another layout and is refused, never given overlapping workers.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use grantid::{Error, Grant, GrantError, GrantRequest, GrantSource, Layout};
+
+use crate::{Authority, WorkerStatus};
+
+/// A backend restricted to the workers of one datacenter.
+pub(crate) struct Datacenter {
+    inner: Box<dyn Authority>,
+    datacenter: u32,
+    /// The full layout of each namespace seen by `acquire`, so `release`
+    /// can map a grant's worker back.
+    layouts: Mutex<HashMap<String, Layout>>,
+}
+
+/// `backend`, restricted to `datacenter` when the URL names one.
+pub(crate) fn restrict(backend: Box<dyn Authority>, datacenter: Option<u32>) -> Box<dyn Authority> {
+    match datacenter {
+        None => backend,
+        Some(datacenter) => Box::new(Datacenter {
+            inner: backend,
+            datacenter,
+            layouts: Mutex::new(HashMap::new()),
+        }),
+    }
+}
+
+/// The layout the backend sees: the worker field without its datacenter
+/// bits; or a refusal when `datacenter` does not fit `layout`.
+fn local_layout(layout: &Layout, datacenter: u32) -> Result<Layout, GrantError> {
+    if layout.datacenter_bits() == 0 {
+        return Err(GrantError::Refused(format!(
+            "the authority URL says datacenter={datacenter}, but the layout has no datacenter bits \
+             (set datacenter_bits)"
+        )));
+    }
+    if u64::from(datacenter) >= layout.datacenter_count() {
+        return Err(GrantError::Refused(format!(
+            "the authority URL's datacenter={datacenter} does not fit in the layout's {} \
+             datacenter bits",
+            layout.datacenter_bits()
+        )));
+    }
+    Layout::with_all(
+        layout.timestamp_bits(),
+        layout.datacenter_worker_bits(),
+        layout.sequence_bits(),
+        layout.epoch_ms(),
+        layout.tick_ms(),
+    )
+    .map_err(|e| GrantError::Refused(e.message().to_owned()))
+}
+
+impl Datacenter {
+    /// The backend's worker for the full worker value `worker` of `layout`.
+    fn local_worker(&self, layout: &Layout, worker: u32) -> Result<u32, GrantError> {
+        let dc = layout.datacenter_of(u64::from(worker));
+        if dc != u64::from(self.datacenter) {
+            return Err(GrantError::Refused(format!(
+                "worker {worker} is in datacenter {dc}, this authority grants datacenter {}",
+                self.datacenter
+            )));
+        }
+        let mask = (1u64 << layout.datacenter_worker_bits()) - 1;
+        // Fits: masked to at most 32 bits.
+        Ok((u64::from(worker) & mask) as u32)
+    }
+}
+
+impl GrantSource for Datacenter {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let layout = request.layout;
+        let local = local_layout(&layout, self.datacenter)?;
+        let worker = match request.worker {
+            Some(w) => Some(self.local_worker(&layout, w)?),
+            None => None,
+        };
+        let asked = GrantRequest {
+            worker,
+            layout: local,
+            ..request.clone()
+        };
+        let mut grant = self.inner.acquire(&asked)?;
+        if u64::from(grant.worker) >= local.worker_count() {
+            return Err(GrantError::Invalid(format!(
+                "the backend granted worker {}, outside the datacenter's {} worker bits",
+                grant.worker,
+                local.worker_bits()
+            )));
+        }
+        let full = layout
+            .worker_value(u64::from(self.datacenter), u64::from(grant.worker))
+            .map_err(|e| GrantError::Invalid(e.message().to_owned()))?;
+        // Fits: worker values have at most 32 bits.
+        grant.worker = full as u32;
+        if let Ok(mut layouts) = self.layouts.lock() {
+            layouts.insert(request.namespace.clone(), layout);
+        }
+        Ok(grant)
+    }
+
+    fn release(&self, last: &Grant) {
+        let layout = match self.layouts.lock() {
+            Ok(layouts) => layouts.get(&last.namespace).copied(),
+            Err(_) => None,
+        };
+        // A grant this wrapper never mapped is not released (best effort).
+        if let Some(layout) = layout
+            && let Ok(worker) = self.local_worker(&layout, last.worker)
+        {
+            self.inner.release(&Grant {
+                worker,
+                ..last.clone()
+            });
+        }
+    }
+
+    fn max_lead_ms(&self) -> Option<u64> {
+        self.inner.max_lead_ms()
+    }
+
+    fn datacenter(&self) -> Option<u32> {
+        Some(self.datacenter)
+    }
+}
+
+impl Authority for Datacenter {
+    fn init(&self) -> Result<String, Error> {
+        self.inner.init()
+    }
+
+    /// The backend's records: workers within the datacenter, in the
+    /// reduced layout the namespace is registered with.
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        self.inner.status(namespace)
+    }
+
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        self.inner.init_new_deployment()
+    }
+
+    fn fence(&self) -> Result<String, Error> {
+        self.inner.fence()
+    }
+}

@@ -49,6 +49,9 @@ pub struct FleetConfig {
     pub ids_per_call: usize,
     /// How often each live process issues.
     pub issue_interval: Duration,
+    /// First-fleet starts per second (0: all at once), as a deployment
+    /// rolls out.
+    pub ramp_per_s: f64,
 }
 
 /// One live simulated process.
@@ -295,16 +298,18 @@ impl Fleet {
     /// (the release runs); then its replacement is started.
     fn stop_one(self: &Arc<Self>, p: Arc<Proc>) {
         self.issue(&p);
+        // The worker now (a lost lease moves a process to another worker).
+        let worker = p.generator.stats().worker.unwrap_or(p.worker);
         if p.kill {
             p.switch.kill();
             self.ledger
-                .killed(p.worker, p.incarnation, SystemClock.now_ms());
+                .killed(worker, p.incarnation, SystemClock.now_ms());
             p.generator.close();
             self.kills.fetch_add(1, Ordering::Relaxed);
         } else {
             p.generator.close();
             self.ledger
-                .released(p.worker, p.incarnation, SystemClock.now_ms());
+                .released(worker, p.incarnation, SystemClock.now_ms());
             self.closes.fetch_add(1, Ordering::Relaxed);
         }
         drop(p);
@@ -360,11 +365,19 @@ impl Fleet {
             .expect("spawn the issuer");
         // The first fleet: every process starts now; its lifetimes are
         // spread so that deaths do not come in one wave.
-        for _ in 0..self.cfg.live {
-            self.request_start();
-        }
+        let ramp_from = Instant::now();
+        let mut ramped = 0usize;
         while !until(self) {
             let now = Instant::now();
+            let due = if self.cfg.ramp_per_s > 0.0 {
+                ((now - ramp_from).as_secs_f64() * self.cfg.ramp_per_s) as usize + 1
+            } else {
+                self.cfg.live
+            };
+            while ramped < due.min(self.cfg.live) {
+                self.request_start();
+                ramped += 1;
+            }
             loop {
                 let due = {
                     let mut d = self.deaths.lock().unwrap_or_else(|p| p.into_inner());

@@ -91,6 +91,9 @@ struct Args {
     /// How often every live process issues, ms.
     #[arg(long, default_value_t = 1_000)]
     issue_interval_ms: u64,
+    /// Starts per second of the first fleet (0: all at once).
+    #[arg(long, default_value_t = 0.0)]
+    ramp_per_s: f64,
     /// Run length, s (the run also ends at `--max-starts`).
     #[arg(long, default_value_t = 60)]
     duration_s: u64,
@@ -155,7 +158,7 @@ fn run(args: Args) -> Result<bool, String> {
         Target::Postgres(u) => Some(u.clone()),
         _ => None,
     });
-    let status = StatusProbe::new(&status_url, &namespace, layout).map_err(|e| e.to_string())?;
+    let status = StatusProbe::new(&status_url, &namespace, layout, grace_ms).map_err(|e| e.to_string())?;
     let mut pg = match &pg_url {
         Some(u) => Some(PgStats::connect(u).map_err(|e| format!("pg stats: {e}"))?),
         None => None,
@@ -180,6 +183,7 @@ fn run(args: Args) -> Result<bool, String> {
         stoppers: args.stoppers,
         ids_per_call: args.ids_per_call,
         issue_interval: Duration::from_millis(args.issue_interval_ms),
+        ramp_per_s: args.ramp_per_s,
     };
     let fleet = Fleet::new(cfg, grace_ms).map_err(|e| e.to_string())?;
     eprintln!(
@@ -251,9 +255,33 @@ fn run(args: Args) -> Result<bool, String> {
     if settle_until > now_ms {
         std::thread::sleep(Duration::from_millis(settle_until - now_ms));
     }
-    let leased_after = status
-        .leased(SystemClock.now_ms())
-        .map_err(|e| format!("final status read: {e}"))?;
+    // Leases the ledger never saw: grants the authority committed after the
+    // process had given up waiting (its start-up timed out). They too must
+    // end by their grant's end plus the grace: at most max_lead_ms after
+    // they were granted, plus the grace.
+    let leased = |ms| {
+        status
+            .leased(ms)
+            .map_err(|e| format!("final status read: {e}"))
+    };
+    let first_look = leased(SystemClock.now_ms())?;
+    let unseen = first_look
+        .iter()
+        .filter(|(w, holder, _)| {
+            !fleet
+                .ledger
+                .killed_pending()
+                .iter()
+                .any(|(kw, inc, _)| kw == w && inc == holder)
+        })
+        .count();
+    let bound = Instant::now()
+        + Duration::from_millis(parsed.options.max_lead_ms + grace_ms + probe::STRANDED_SLACK_MS);
+    let mut leased_after = first_look;
+    while !leased_after.is_empty() && Instant::now() < bound {
+        std::thread::sleep(Duration::from_millis(500));
+        leased_after = leased(SystemClock.now_ms())?;
+    }
 
     let summary = Summary::build(report::Inputs {
         label: &args.label,
@@ -276,6 +304,7 @@ fn run(args: Args) -> Result<bool, String> {
         watch_pids: &args.watch_pids,
         end_reading,
         leased_after,
+        unseen_leases: unseen,
         status_errors,
     });
     summary.print();

@@ -19,8 +19,9 @@ pub struct Slots {
     pub cooling: usize,
     /// Usable by a first grant now.
     pub free: usize,
-    /// Leased to a killed incarnation past its lease plus grace plus one
-    /// second (a stranded worker: must stay 0).
+    /// Leased to a killed incarnation for longer than its last grant's end
+    /// (the authority's high-water of the worker) plus the grace: a
+    /// stranded worker (must stay 0).
     pub stranded: usize,
 }
 
@@ -29,6 +30,7 @@ pub struct StatusProbe {
     authority: Box<dyn Authority>,
     namespace: String,
     layout: Layout,
+    grace_ms: u64,
 }
 
 impl std::fmt::Debug for StatusProbe {
@@ -43,12 +45,18 @@ impl std::fmt::Debug for StatusProbe {
 pub const STRANDED_SLACK_MS: u64 = 1_000;
 
 impl StatusProbe {
-    /// Opens `url` for status reads.
-    pub fn new(url: &str, namespace: &str, layout: Layout) -> Result<StatusProbe, grantid::Error> {
+    /// Opens `url` for status reads; `grace_ms` is its lease grace.
+    pub fn new(
+        url: &str,
+        namespace: &str,
+        layout: Layout,
+        grace_ms: u64,
+    ) -> Result<StatusProbe, grantid::Error> {
         Ok(StatusProbe {
             authority: grantid_authority::open(url)?,
             namespace: namespace.to_owned(),
             layout,
+            grace_ms,
         })
     }
 
@@ -57,10 +65,11 @@ impl StatusProbe {
         let rows = self.authority.status(Some(&self.namespace))?;
         let now = self.layout.tick_at(now_ms);
         let lead = FIRST_GRANT_LEAD_MS.div_ceil(self.layout.tick_ms());
-        let killed: std::collections::HashMap<u32, (u64, u64)> = ledger
+        let grace = self.grace_ms.div_ceil(self.layout.tick_ms());
+        let killed: std::collections::HashMap<u32, u64> = ledger
             .killed_pending()
             .into_iter()
-            .map(|(w, inc, usable)| (w, (inc, usable)))
+            .map(|(w, inc, _)| (w, inc))
             .collect();
         let mut s = Slots::default();
         for r in &rows {
@@ -69,9 +78,8 @@ impl StatusProbe {
                     s.in_use += 1;
                 } else {
                     s.waiting_expiry += 1;
-                    if let Some(&(inc, usable_ms)) = killed.get(&r.worker)
-                        && r.holder == Some(inc)
-                        && now_ms > usable_ms + STRANDED_SLACK_MS
+                    if killed.get(&r.worker).copied() == r.holder
+                        && r.lease_expiry > r.high_water + grace
                     {
                         s.stranded += 1;
                     }

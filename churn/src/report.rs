@@ -245,6 +245,10 @@ pub struct Inputs<'a> {
     /// Workers still leased after every lease should have run out:
     /// (worker, holder, expiry ms).
     pub leased_after: Vec<(u32, u64, u64)>,
+    /// Leases found when every process had stopped that were not a killed
+    /// process's: a grant committed after its process gave up waiting, or
+    /// a release that never arrived.
+    pub unseen_leases: usize,
     pub status_errors: u64,
 }
 
@@ -399,6 +403,7 @@ impl Summary {
             "issue_error_example": f.issue_error_example.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             "stranded_seen_in_samples": stranded_seen,
             "leased_after_all_leases_ended": i.leased_after.len(),
+            "orphan_leases": i.unseen_leases,
             "status_read_errors": i.status_errors,
             "cpu_cores_mean": (i.cpu.1 - i.cpu.0) / total.as_secs_f64(),
             "cpu_cores_steady": steady_cpu,
@@ -427,7 +432,7 @@ impl Summary {
         }
         if stranded_seen > 0 {
             failures.push(format!(
-                "up to {stranded_seen} killed workers still leased a second past their lease plus grace"
+                "up to {stranded_seen} killed workers leased past their last grant's end plus the grace"
             ));
         }
         if !i.leased_after.is_empty() {
@@ -494,9 +499,9 @@ impl Summary {
         );
         let _ = writeln!(
             t,
-            "IDs {} duplicates {} | stranded in samples {} leased after the end {} | cpu cores mean {} steady {} watched {} | threads max {}",
+            "IDs {} duplicates {} | stranded in samples {} leased after the end {} (orphan leases {}) | cpu cores mean {} steady {} watched {} | threads max {}",
             v["ids"], v["duplicate_ids"], v["stranded_seen_in_samples"], v["leased_after_all_leases_ended"],
-            q(v, "cpu_cores_mean"), q(v, "cpu_cores_steady"), q(v, "watched_cores_mean"), v["threads_max"]
+            v["orphan_leases"], q(v, "cpu_cores_mean"), q(v, "cpu_cores_steady"), q(v, "watched_cores_mean"), v["threads_max"]
         );
         t
     }

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Plots of churn runs (docs/FLEET.md): one SVG per run directory.
+
+    scripts/fleet-plots.py OUT_DIR RUN_DIR [RUN_DIR ...]
+
+Each RUN_DIR holds the series.csv and summary.json grantid-churn wrote
+(--out). The SVG, OUT_DIR/<label>.svg, has four panels over time: starts per
+second, worker slots (in use, waiting for a killed process's lease to
+expire, released but cooling, free), time to first grant (p50, p99) and
+authority load (grants answered per second, PostgreSQL commits per second).
+Needs matplotlib (scripts/churn-scenarios.sh installs it in a venv).
+"""
+import csv
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Stable SVG output: no random ids, no date.
+matplotlib.rcParams["svg.hashsalt"] = "grantid-fleet"
+matplotlib.rcParams["svg.fonttype"] = "none"
+
+
+def num(v):
+    return float(v) if v not in ("", None) else None
+
+
+def plot(out_dir: Path, run: Path) -> Path:
+    summary = json.loads((run / "summary.json").read_text())
+    rows = list(csv.DictReader((run / "series.csv").open()))
+    t = [float(r["t_s"]) for r in rows]
+    col = lambda k: [num(r[k]) for r in rows]  # noqa: E731
+    fig, ax = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
+    title = (
+        f"{summary['label']}: {summary['target_live']} live on {summary['worker_slots']} slots, "
+        f"grant {summary['grant_ms']} ms, horizon {summary['horizon_ms']} ms, "
+        f"grace {summary['lease_grace_ms']} ms"
+    )
+    fig.suptitle(title, fontsize=10)
+    ax[0].plot(t, col("starts_per_s"), label="starts/s")
+    ax[0].plot(t, col("live"), label="live processes", alpha=0.7)
+    ax[0].set_ylabel("per s / count")
+    ax[0].legend(loc="upper right", fontsize=8)
+    slots = [col(k) for k in ("in_use", "waiting_expiry", "cooling", "free")]
+    if all(v is not None for s in slots for v in s):
+        ax[1].stackplot(
+            t,
+            *slots,
+            labels=["in use", "waiting for expiry (killed)", "cooling (released)", "free"],
+        )
+    ax[1].set_ylabel("worker slots")
+    ax[1].legend(loc="lower right", fontsize=8)
+    ax[2].plot(t, col("ttfg_p50_ms"), label="time to first grant p50")
+    ax[2].plot(t, col("ttfg_p99_ms"), label="p99")
+    ax[2].set_ylabel("ms")
+    ax[2].legend(loc="upper right", fontsize=8)
+    ax[3].plot(t, col("grants_per_s"), label="grants answered/s")
+    if any(v is not None for v in col("pg_xact_per_s")):
+        ax[3].plot(t, col("pg_xact_per_s"), label="PostgreSQL commits/s", alpha=0.7)
+    ax[3].set_ylabel("per s")
+    ax[3].set_xlabel("seconds since the start")
+    ax[3].legend(loc="upper right", fontsize=8)
+    for a in ax:
+        a.grid(alpha=0.3)
+    out = out_dir / f"{summary['label']}.svg"
+    fig.savefig(out, metadata={"Date": None})
+    plt.close(fig)
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    out_dir = Path(sys.argv[1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for run in sys.argv[2:]:
+        print(plot(out_dir, Path(run)))
+
+
+if __name__ == "__main__":
+    main()

@@ -39,21 +39,27 @@ scenario() {
 only=("$@")
 
 # PostgreSQL directly; its max_connections is 200 here, so the processes
-# share 150 connections (one grant source each).
-direct=(--authority "$pg" --shared-sources 150 --watch-pid "$pgpid")
-scenario pg-1000-default "${direct[@]}" --live 1000 --lifetime-ms 60000
-scenario pg-1000-grant5s "${direct[@]}" --live 1000 --lifetime-ms 30000 --grant-ms 5000 --horizon-ms 10000
-scenario pg-rate-400 "${direct[@]}" --live 400 --lifetime-ms 5000
-scenario pg-rate-1000-2048slots "${direct[@]}" --live 1000 --worker-bits 11 --lifetime-ms 14000 \
-  --grant-ms 5000 --horizon-ms 10000
+# share 150 connections (one grant source each). Grants of 5 s with a 10 s
+# horizon need the authority's max_lead_ms raised above horizon + grant
+# (default 7 s, docs/FLEET.md "What to size").
+long=(--grant-ms 5000 --horizon-ms 10000)
+direct=(--shared-sources 150 --watch-pid "$pgpid")
+scenario pg-1000-default --authority "$pg" "${direct[@]}" --live 1000 --lifetime-ms 60000
+scenario pg-1000-grant5s --authority "$pg?max_lead_ms=16000" "${direct[@]}" --live 1000 \
+  --lifetime-ms 30000 "${long[@]}"
+scenario pg-rate-400 --authority "$pg" "${direct[@]}" --live 400 --lifetime-ms 5000
+scenario pg-rate-1000-2048slots --authority "$pg?max_lead_ms=16000" "${direct[@]}" --live 1000 \
+  --worker-bits 11 --lifetime-ms 14000 "${long[@]}"
 
 # Through one grantid server: one grpc:// connection per process, the
-# server's one PostgreSQL connection behind them.
-churn_serve_start "$bin/grantid" "$pg"
-viaserver=(--authority "$CHURN_SERVE_URL" --status-url "$pg" --watch-pid "$pgpid" --watch-pid "$CHURN_SERVE_PID")
-scenario grpc-1000-grant5s "${viaserver[@]}" --live 1000 --lifetime-ms 30000 --grant-ms 5000 --horizon-ms 10000
-scenario grpc-1000-default "${viaserver[@]}" --live 1000 --lifetime-ms 60000
-scenario grpc-rate-400 "${viaserver[@]}" --live 400 --lifetime-ms 5000
+# server's one PostgreSQL connection behind them; the first fleet rolls out
+# at 40 starts/s.
+churn_serve_start "$bin/grantid" "$pg?max_lead_ms=16000"
+viaserver=(--authority "$CHURN_SERVE_URL" --status-url "$pg?max_lead_ms=16000"
+  --watch-pid "$pgpid" --watch-pid "$CHURN_SERVE_PID" --ramp-per-s 40)
+scenario grpc-400-grant5s "${viaserver[@]}" --live 400 --lifetime-ms 15000 "${long[@]}"
+scenario grpc-1000-grant5s "${viaserver[@]}" --live 1000 --lifetime-ms 30000 "${long[@]}" \
+  --duration-s 80 --warmup-s 40
 
 venv=target/plot-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then

@@ -43,8 +43,14 @@ enum State {
         usable_ms: u64,
     },
     /// Released by a graceful close at `stop_ms`; usable from `usable_ms`
-    /// (high-water within the first-grant lead of the clock).
-    Released { stop_ms: u64, usable_ms: u64 },
+    /// (high-water within the first-grant lead of the clock; or the grant's
+    /// end plus the grace when a renewal in flight at the close committed
+    /// after the release).
+    Released {
+        incarnation: u64,
+        stop_ms: u64,
+        usable_ms: u64,
+    },
 }
 
 impl State {
@@ -105,6 +111,10 @@ pub struct Tally {
     /// Killed workers whose lease the authority extended by a grant that
     /// answered after the kill (a renewal in flight at the kill).
     pub late_grants_after_kill: u64,
+    /// Closed processes whose renewal, in flight at the close, was
+    /// answered after the release: the worker is leased again until that
+    /// grant's end plus the grace.
+    pub late_grants_after_close: u64,
 }
 
 /// The ledger of one run.
@@ -162,6 +172,7 @@ impl Ledger {
                     reused_early: 0,
                     released_reuse_ms: histogram(),
                     late_grants_after_kill: 0,
+                    late_grants_after_close: 0,
                 },
             }),
         }
@@ -243,6 +254,18 @@ impl Ledger {
                     kill_ms,
                     end_ms,
                     usable_ms: end_ms + grace,
+                };
+            }
+            State::Released {
+                incarnation,
+                stop_ms,
+                usable_ms,
+            } if incarnation == grant.incarnation => {
+                inner.tally.late_grants_after_close += 1;
+                inner.slots[grant.worker as usize] = State::Released {
+                    incarnation,
+                    stop_ms,
+                    usable_ms: usable_ms.max(end_ms + grace),
                 };
             }
             _ => {}
@@ -330,6 +353,7 @@ impl Ledger {
             && held == incarnation
         {
             inner.slots[worker as usize] = State::Released {
+                incarnation,
                 stop_ms,
                 usable_ms: end_ms.saturating_sub(FIRST_GRANT_LEAD_MS).max(stop_ms),
             };
@@ -461,5 +485,27 @@ mod tests {
         assert_eq!((c.held, c.released_cooling, c.usable), (1, 1, 0));
         let c = ledger.counts(T0 + 4_950);
         assert_eq!((c.held, c.released_cooling, c.usable), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_renewal_answered_after_the_release_leases_the_worker_again() {
+        let layout = Layout::new(41, 1, 21).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        for w in 0..2 {
+            ledger.first_sent();
+            ledger.granted(true, &grant(w, 1 + u64::from(w), T0 + 5_000, &layout), T0);
+        }
+        ledger.released(1, 2, T0 + 1_000);
+        // The renewal that was in flight at the close commits afterwards.
+        ledger.granted(false, &grant(1, 2, T0 + 6_000, &layout), T0 + 1_100);
+        ledger.with_tally(|t| assert_eq!(t.late_grants_after_close, 1));
+        // Not usable before that grant's end plus the grace: a refusal at
+        // T0 + 6_000 is right, one at T0 + 11_100 is not.
+        ledger.first_sent();
+        ledger.refused(true, "wait", T0 + 6_000, T0 + 6_010);
+        assert!(ledger.with_tally(|t| t.violations.is_empty()));
+        ledger.first_sent();
+        ledger.refused(true, "wait", T0 + 11_100, T0 + 11_110);
+        assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
     }
 }

@@ -355,6 +355,7 @@ impl Summary {
                 "released_reused": t.released_reuse_ms.len(),
                 "reuse_after_release_ms": quantiles_ms(&t.released_reuse_ms, false),
                 "renewals_committed_after_kill": t.late_grants_after_kill,
+                "renewals_committed_after_close": t.late_grants_after_close,
             })
         });
         let grants_steady = mean(&mut steady_rows.iter().map(|r| r.grants_per_s));
@@ -493,9 +494,10 @@ impl Summary {
         );
         let _ = writeln!(
             t,
-            "refusals: none free {} wait {} | while free {} | lease losses {} uncertain {} | issue errors {}",
+            "refusals: none free {} wait {} | while free {} | lease losses {} uncertain {} | issue errors {} | renewals committed after kill {} after close {}",
             l["refused_none_free"], l["refused_wait"], l["refused_while_free"], l["lease_losses"],
-            l["uncertain"], v["issue_errors"]
+            l["uncertain"], v["issue_errors"], l["renewals_committed_after_kill"],
+            l["renewals_committed_after_close"]
         );
         let _ = writeln!(
             t,

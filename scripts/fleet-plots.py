@@ -8,6 +8,7 @@ Each RUN_DIR holds the series.csv and summary.json grantid-churn wrote
 second, worker slots (in use, waiting for a killed process's lease to
 expire, released but cooling, free), time to first grant (p50, p99) and
 authority load (grants answered per second, PostgreSQL commits per second).
+It also prints one Markdown table of the runs (the table of docs/FLEET.md).
 Needs matplotlib (scripts/churn-scenarios.sh installs it in a venv).
 """
 import csv
@@ -72,6 +73,58 @@ def plot(out_dir: Path, run: Path) -> Path:
     return out
 
 
+def fmt(v, digits=0):
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def table(runs) -> str:
+    head = (
+        "| run | authority | slots | live target / mean | grant / horizon ms | starts | "
+        "starts/s sustained | first grant p50 / p99 ms | slots in use / waiting / cooling / free "
+        "(mean) | grants/s | PG commits/s / WAL flushes/s | PG connections | killed reused: "
+        "kill to grant p50 / p99 / max ms | refused (wait + none) / while free | uncertain | "
+        "IDs / duplicates | stranded | tool CPU cores |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for run in runs:
+        s = json.loads((Path(run) / "summary.json").read_text())
+        led = s["ledger"]
+        t = s["ttfg_steady_ms"] or {}
+        r = led["reuse_after_kill_ms"] or {}
+        m = s["slots_mean_steady"]
+        auth = s["authorities"][0].split("://")[0]
+        stranded = s["stranded_seen_in_samples"] + s["leased_after_all_leases_ended"]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    s["label"],
+                    auth,
+                    fmt(s["worker_slots"]),
+                    f"{fmt(s['target_live'])} / {fmt(s['live_mean_steady'])}",
+                    f"{fmt(s['grant_ms'])} / {fmt(s['horizon_ms'])}",
+                    fmt(s["starts"]),
+                    fmt(s["starts_per_s_sustained"], 1),
+                    f"{fmt(t.get('p50'), 1)} / {fmt(t.get('p99'), 1)}",
+                    " / ".join(fmt(m[k]) for k in ("in_use", "waiting_expiry", "cooling", "free")),
+                    fmt(s["grants_per_s_steady"]),
+                    f"{fmt(s['pg_xact_per_s_steady'])} / {fmt(s['pg_wal_sync_per_s_steady'])}",
+                    fmt(s["pg_connections_max"]),
+                    f"{fmt(led['killed_reused'])}: {fmt(r.get('p50'))} / {fmt(r.get('p99'))} / {fmt(r.get('max'))}",
+                    f"{fmt(led['refused_wait'] + led['refused_none_free'])} / {fmt(led['refused_while_free'])}",
+                    fmt(led["uncertain"]),
+                    f"{fmt(s['ids'])} / {fmt(s['duplicate_ids'])}",
+                    fmt(stranded),
+                    fmt(s["cpu_cores_mean"], 2),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -79,6 +132,7 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for run in sys.argv[2:]:
         print(plot(out_dir, Path(run)))
+    print(table(sys.argv[2:]))
 
 
 if __name__ == "__main__":

@@ -208,7 +208,9 @@ impl Ledger {
                     kill_ms, usable_ms, ..
                 } => {
                     let t = &mut inner.tally;
-                    let _ = t.reuse_ms.record(answered_ms.saturating_sub(kill_ms).max(1));
+                    let _ = t
+                        .reuse_ms
+                        .record(answered_ms.saturating_sub(kill_ms).max(1));
                     if answered_ms + USABLE_TOLERANCE_MS < usable_ms {
                         t.reused_early += 1;
                     } else {

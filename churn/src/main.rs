@@ -158,16 +158,18 @@ fn run(args: Args) -> Result<bool, String> {
         Target::Postgres(u) => Some(u.clone()),
         _ => None,
     });
-    let status = StatusProbe::new(&status_url, &namespace, layout, grace_ms).map_err(|e| e.to_string())?;
+    let status =
+        StatusProbe::new(&status_url, &namespace, layout, grace_ms).map_err(|e| e.to_string())?;
     let mut pg = match &pg_url {
         Some(u) => Some(PgStats::connect(u).map_err(|e| format!("pg stats: {e}"))?),
         None => None,
     };
     let lifetime = Duration::from_millis(args.lifetime_ms);
     let duration = Duration::from_secs(args.duration_s);
-    let warmup = Duration::from_secs_f64(args.warmup_s.unwrap_or_else(|| {
-        (lifetime.as_secs_f64() * 1.5).min(duration.as_secs_f64() / 3.0)
-    }));
+    let warmup = Duration::from_secs_f64(
+        args.warmup_s
+            .unwrap_or_else(|| (lifetime.as_secs_f64() * 1.5).min(duration.as_secs_f64() / 3.0)),
+    );
     let cfg = FleetConfig {
         layout,
         namespace: namespace.clone(),
@@ -217,8 +219,16 @@ fn run(args: Args) -> Result<bool, String> {
         let now = Instant::now();
         if steady_at.is_none() && now >= t0 + warmup {
             f.steady.store(true, Ordering::SeqCst);
-            let xact = pg.as_mut().and_then(|p| p.read().ok()).map(|r| r.xact_commit);
-            steady_at = Some((now, f.started.load(Ordering::Relaxed), xact, cpu_seconds(0, false)));
+            let xact = pg
+                .as_mut()
+                .and_then(|p| p.read().ok())
+                .map(|r| r.xact_commit);
+            steady_at = Some((
+                now,
+                f.started.load(Ordering::Relaxed),
+                xact,
+                cpu_seconds(0, false),
+            ));
         }
         if now >= next_sample {
             next_sample += Duration::from_millis(args.sample_ms);
@@ -317,4 +327,3 @@ fn run(args: Args) -> Result<bool, String> {
     }
     Ok(summary.check(args.require_live, args.require_starts, args.require_reuses))
 }
-

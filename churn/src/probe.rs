@@ -185,18 +185,19 @@ pub fn cpu_seconds(pid: u32, children: bool) -> f64 {
     }
     .unwrap_or(0);
     let mut total = own;
-    if children && pid != 0 {
-        if let Ok(dir) = std::fs::read_dir("/proc") {
-            for e in dir.flatten() {
-                let name = e.file_name();
-                let Some(n) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                    continue;
-                };
-                if let Some((t, ppid)) = stat_ticks(&format!("/proc/{n}/stat"))
-                    && ppid == pid
-                {
-                    total += t;
-                }
+    if children
+        && pid != 0
+        && let Ok(dir) = std::fs::read_dir("/proc")
+    {
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(n) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((t, ppid)) = stat_ticks(&format!("/proc/{n}/stat"))
+                && ppid == pid
+            {
+                total += t;
             }
         }
     }

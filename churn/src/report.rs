@@ -154,7 +154,9 @@ impl Sampler {
             cpu_cores: (cpu - self.last_cpu) / dt,
             watch_cores: (watch_cpu - self.last_watch) / dt,
             threads: threads(),
-            ledger: f.ledger.counts(grantid::SystemClock::now_ns() as u64 / 1_000_000),
+            ledger: f
+                .ledger
+                .counts(grantid::SystemClock::now_ns() as u64 / 1_000_000),
         };
         self.last_t = t;
         self.last_started = started;
@@ -294,7 +296,9 @@ impl Summary {
                 (i.ended - at).as_secs_f64(),
                 started - s,
                 match (x, i.end_reading) {
-                    (Some(a), Some(b)) => Some((b.xact_commit - a) as f64 / (i.ended - at).as_secs_f64()),
+                    (Some(a), Some(b)) => {
+                        Some((b.xact_commit - a) as f64 / (i.ended - at).as_secs_f64())
+                    }
                     _ => None,
                 },
                 (i.cpu.1 - c) / (i.ended - at).as_secs_f64(),
@@ -312,27 +316,41 @@ impl Summary {
             let (s, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
             if n == 0 { None } else { Some(s / n as f64) }
         };
-        let max_u = |g: &dyn Fn(&Row) -> Option<usize>| i.rows.iter().filter_map(g).max().unwrap_or(0);
+        let max_u =
+            |g: &dyn Fn(&Row) -> Option<usize>| i.rows.iter().filter_map(g).max().unwrap_or(0);
         let peak_live = i.rows.iter().map(|r| r.live).max().unwrap_or(0);
         let mean_live = mean(&mut steady_rows.iter().map(|r| r.live as f64));
         let stranded_seen = max_u(&|r| r.slots.map(|s| s.stranded));
         let slots_mean = |g: &dyn Fn(&Slots) -> usize| {
-            mean(&mut steady_rows.iter().filter_map(|r| r.slots.map(|s| g(&s) as f64)))
+            mean(
+                &mut steady_rows
+                    .iter()
+                    .filter_map(|r| r.slots.map(|s| g(&s) as f64)),
+            )
         };
-        let pg_conns_max = i.rows.iter().filter_map(|r| r.pg.map(|p| p.connections)).max();
+        let pg_conns_max = i
+            .rows
+            .iter()
+            .filter_map(|r| r.pg.map(|p| p.connections))
+            .max();
         let pg_grantid_max = i
             .rows
             .iter()
             .filter_map(|r| r.pg.map(|p| p.grantid_connections))
             .max();
-        let pg_active_mean = mean(&mut steady_rows.iter().filter_map(|r| r.pg.map(|p| p.active as f64)));
+        let pg_active_mean = mean(
+            &mut steady_rows
+                .iter()
+                .filter_map(|r| r.pg.map(|p| p.active as f64)),
+        );
         let pg_active_max = i.rows.iter().filter_map(|r| r.pg.map(|p| p.active)).max();
         let threads_max = i.rows.iter().map(|r| r.threads).max().unwrap_or(0);
         let watch_cores = if i.watch_pids.is_empty() {
             None
         } else {
             Some(
-                (i.watch.1.iter().sum::<f64>() - i.watch.0.iter().sum::<f64>()) / total.as_secs_f64(),
+                (i.watch.1.iter().sum::<f64>() - i.watch.0.iter().sum::<f64>())
+                    / total.as_secs_f64(),
             )
         };
         let starts = f.starts.lock().unwrap_or_else(|p| p.into_inner());
@@ -454,56 +472,102 @@ impl Summary {
     fn render(v: &serde_json::Value) -> String {
         let mut t = String::new();
         let l = &v["ledger"];
-        let _ = writeln!(t, "== {} ({})", v["label"].as_str().unwrap_or(""), v["authorities"]);
+        let _ = writeln!(
+            t,
+            "== {} ({})",
+            v["label"].as_str().unwrap_or(""),
+            v["authorities"]
+        );
         let _ = writeln!(
             t,
             "slots {} | live target {} peak {} mean {} | lifetime {} ms | grant {} ms horizon {} ms grace {} ms | shared sources {}",
-            v["worker_slots"], v["target_live"], v["live_peak"], q(v, "live_mean_steady"),
-            v["lifetime_ms"], v["grant_ms"], v["horizon_ms"], v["lease_grace_ms"], v["shared_sources"]
+            v["worker_slots"],
+            v["target_live"],
+            v["live_peak"],
+            q(v, "live_mean_steady"),
+            v["lifetime_ms"],
+            v["grant_ms"],
+            v["horizon_ms"],
+            v["lease_grace_ms"],
+            v["shared_sources"]
         );
         let _ = writeln!(
             t,
             "run {} s (steady {} s): starts {} ({} killed, {} graceful), sustained {} starts/s, failed {}",
-            q(v, "run_s"), q(v, "steady_s"), v["starts"], v["kills"], v["graceful"],
-            q(v, "starts_per_s_sustained"), v["failed_starts"]
+            q(v, "run_s"),
+            q(v, "steady_s"),
+            v["starts"],
+            v["kills"],
+            v["graceful"],
+            q(v, "starts_per_s_sustained"),
+            v["failed_starts"]
         );
         let tt = &v["ttfg_steady_ms"];
         let _ = writeln!(
             t,
             "time to first grant (steady) ms: p50 {} p90 {} p99 {} max {} (n {})",
-            q(tt, "p50"), q(tt, "p90"), q(tt, "p99"), q(tt, "max"), tt["count"]
+            q(tt, "p50"),
+            q(tt, "p90"),
+            q(tt, "p99"),
+            q(tt, "max"),
+            tt["count"]
         );
         let s = &v["slots_mean_steady"];
         let _ = writeln!(
             t,
             "slots (steady mean): in use {} waiting for expiry {} cooling {} free {} (min free {})",
-            q(s, "in_use"), q(s, "waiting_expiry"), q(s, "cooling"), q(s, "free"), v["slots_free_min"]
+            q(s, "in_use"),
+            q(s, "waiting_expiry"),
+            q(s, "cooling"),
+            q(s, "free"),
+            v["slots_free_min"]
         );
         let _ = writeln!(
             t,
             "grants/s (steady) {} | pg commits/s {} wal flushes/s {} | pg connections max {} (grantid {}) active mean {} max {}",
-            q(v, "grants_per_s_steady"), q(v, "pg_xact_per_s_steady"), q(v, "pg_wal_sync_per_s_steady"), v["pg_connections_max"],
-            v["pg_grantid_connections_max"], q(v, "pg_active_mean_steady"), v["pg_active_max"]
+            q(v, "grants_per_s_steady"),
+            q(v, "pg_xact_per_s_steady"),
+            q(v, "pg_wal_sync_per_s_steady"),
+            v["pg_connections_max"],
+            v["pg_grantid_connections_max"],
+            q(v, "pg_active_mean_steady"),
+            v["pg_active_max"]
         );
         let r = &l["reuse_after_kill_ms"];
         let _ = writeln!(
             t,
             "killed workers reused {}: kill->grant ms p50 {} p99 {} max {}; after usable p99 {}; before lease end {}",
-            l["killed_reused"], q(r, "p50"), q(r, "p99"), q(r, "max"),
-            q(&l["reuse_after_usable_ms"], "p99"), l["reused_before_lease_end"]
+            l["killed_reused"],
+            q(r, "p50"),
+            q(r, "p99"),
+            q(r, "max"),
+            q(&l["reuse_after_usable_ms"], "p99"),
+            l["reused_before_lease_end"]
         );
         let _ = writeln!(
             t,
             "refusals: none free {} wait {} | while free {} | lease losses {} uncertain {} | issue errors {} | renewals committed after kill {} after close {}",
-            l["refused_none_free"], l["refused_wait"], l["refused_while_free"], l["lease_losses"],
-            l["uncertain"], v["issue_errors"], l["renewals_committed_after_kill"],
+            l["refused_none_free"],
+            l["refused_wait"],
+            l["refused_while_free"],
+            l["lease_losses"],
+            l["uncertain"],
+            v["issue_errors"],
+            l["renewals_committed_after_kill"],
             l["renewals_committed_after_close"]
         );
         let _ = writeln!(
             t,
             "IDs {} duplicates {} | stranded in samples {} leased after the end {} (orphan leases {}) | cpu cores mean {} steady {} watched {} | threads max {}",
-            v["ids"], v["duplicate_ids"], v["stranded_seen_in_samples"], v["leased_after_all_leases_ended"],
-            v["orphan_leases"], q(v, "cpu_cores_mean"), q(v, "cpu_cores_steady"), q(v, "watched_cores_mean"), v["threads_max"]
+            v["ids"],
+            v["duplicate_ids"],
+            v["stranded_seen_in_samples"],
+            v["leased_after_all_leases_ended"],
+            v["orphan_leases"],
+            q(v, "cpu_cores_mean"),
+            q(v, "cpu_cores_steady"),
+            q(v, "watched_cores_mean"),
+            v["threads_max"]
         );
         t
     }

@@ -28,7 +28,7 @@ use crate::report::{Row, Summary};
 
 /// Churn simulation of a fleet of grantid generators (docs/FLEET.md).
 #[derive(Debug, Parser)]
-#[command(name = "grantid-churn", version)]
+#[command(name = "grantid-churn", version, args_override_self = true)]
 struct Args {
     /// Authority URL the processes get their grants from (`postgres://...`,
     /// `grpc://HOST:PORT`, ...). Repeat it to spread the processes

@@ -324,10 +324,9 @@ impl Ledger {
         self.lock().tally.lease_losses += 1;
     }
 
-    /// The process holding `worker` as `incarnation` was killed at
-    /// `kill_ms`: no release, the lease runs out.
-    pub fn killed(&self, worker: u32, incarnation: u64, kill_ms: u64) {
-        let grace = self.grace_ms;
+    /// Moves `worker` from held by `incarnation` (its last grant ending at
+    /// `end_ms`) to the state `next(end_ms)`; nothing if another holds it.
+    fn stop(&self, worker: u32, incarnation: u64, next: impl FnOnce(u64) -> State) {
         let mut inner = self.lock();
         if let Some(State::Held {
             incarnation: held,
@@ -335,31 +334,30 @@ impl Ledger {
         }) = inner.slots.get(worker as usize).copied()
             && held == incarnation
         {
-            inner.slots[worker as usize] = State::Killed {
-                incarnation,
-                kill_ms,
-                end_ms,
-                usable_ms: end_ms + grace,
-            };
+            inner.slots[worker as usize] = next(end_ms);
         }
+    }
+
+    /// The process holding `worker` as `incarnation` was killed at
+    /// `kill_ms`: no release, the lease runs out.
+    pub fn killed(&self, worker: u32, incarnation: u64, kill_ms: u64) {
+        let grace = self.grace_ms;
+        self.stop(worker, incarnation, |end_ms| State::Killed {
+            incarnation,
+            kill_ms,
+            end_ms,
+            usable_ms: end_ms + grace,
+        });
     }
 
     /// The process holding `worker` as `incarnation` closed (its release
     /// ran) at `stop_ms`.
     pub fn released(&self, worker: u32, incarnation: u64, stop_ms: u64) {
-        let mut inner = self.lock();
-        if let Some(State::Held {
-            incarnation: held,
-            end_ms,
-        }) = inner.slots.get(worker as usize).copied()
-            && held == incarnation
-        {
-            inner.slots[worker as usize] = State::Released {
-                incarnation,
-                stop_ms,
-                usable_ms: end_ms.saturating_sub(FIRST_GRANT_LEAD_MS).max(stop_ms),
-            };
-        }
+        self.stop(worker, incarnation, |end_ms| State::Released {
+            incarnation,
+            stop_ms,
+            usable_ms: end_ms.saturating_sub(FIRST_GRANT_LEAD_MS).max(stop_ms),
+        });
     }
 
     /// The ledger's worker states at `now_ms`.
@@ -427,6 +425,19 @@ mod tests {
 
     const T0: u64 = 1_800_000_000_000;
 
+    /// Two workers granted at T0 to incarnations 1 and 2 until T0 + 5 s;
+    /// incarnation 2 closes at T0 + 1 s.
+    fn two_held_then_one_released() -> (Ledger, Layout) {
+        let layout = Layout::new(41, 1, 21).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        for w in 0..2 {
+            ledger.first_sent();
+            ledger.granted(true, &grant(w, 1 + u64::from(w), T0 + 5_000, &layout), T0);
+        }
+        ledger.released(1, 2, T0 + 1_000);
+        (ledger, layout)
+    }
+
     #[test]
     fn a_refusal_while_a_worker_is_usable_is_a_violation() {
         let layout = Layout::new(41, 1, 21).unwrap();
@@ -476,13 +487,7 @@ mod tests {
 
     #[test]
     fn a_released_worker_is_usable_once_its_high_water_is_near() {
-        let layout = Layout::new(41, 1, 21).unwrap();
-        let ledger = Ledger::new(layout, 5_000);
-        for w in 0..2 {
-            ledger.first_sent();
-            ledger.granted(true, &grant(w, 1 + u64::from(w), T0 + 5_000, &layout), T0);
-        }
-        ledger.released(1, 2, T0 + 1_000);
+        let (ledger, _) = two_held_then_one_released();
         let c = ledger.counts(T0 + 2_000);
         assert_eq!((c.held, c.released_cooling, c.usable), (1, 1, 0));
         let c = ledger.counts(T0 + 4_950);
@@ -491,13 +496,7 @@ mod tests {
 
     #[test]
     fn a_renewal_answered_after_the_release_leases_the_worker_again() {
-        let layout = Layout::new(41, 1, 21).unwrap();
-        let ledger = Ledger::new(layout, 5_000);
-        for w in 0..2 {
-            ledger.first_sent();
-            ledger.granted(true, &grant(w, 1 + u64::from(w), T0 + 5_000, &layout), T0);
-        }
-        ledger.released(1, 2, T0 + 1_000);
+        let (ledger, layout) = two_held_then_one_released();
         // The renewal that was in flight at the close commits afterwards.
         ledger.granted(false, &grant(1, 2, T0 + 6_000, &layout), T0 + 1_100);
         ledger.with_tally(|t| assert_eq!(t.late_grants_after_close, 1));

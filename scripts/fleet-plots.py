@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Plots of churn runs (docs/FLEET.md): one SVG per run directory.
 
+Long runs are drawn as means over windows of several samples.
+
     scripts/fleet-plots.py OUT_DIR RUN_DIR [RUN_DIR ...]
 
 Each RUN_DIR holds the series.csv and summary.json grantid-churn wrote
@@ -30,9 +32,22 @@ def num(v):
     return float(v) if v not in ("", None) else None
 
 
+def mean_row(rows):
+    out = {}
+    for k in rows[0]:
+        vals = [num(r[k]) for r in rows if num(r[k]) is not None]
+        out[k] = str(sum(vals) / len(vals)) if vals else ""
+    return out
+
+
 def plot(out_dir: Path, run: Path) -> Path:
     summary = json.loads((run / "summary.json").read_text())
     rows = list(csv.DictReader((run / "series.csv").open()))
+    # Long runs: means over windows, so the SVG stays small (at most ~300
+    # points per line).
+    step = max(1, len(rows) // 300)
+    if step > 1:
+        rows = [mean_row(rows[i : i + step]) for i in range(0, len(rows), step)]
     t = [float(r["t_s"]) for r in rows]
     col = lambda k: [num(r[k]) for r in rows]  # noqa: E731
     fig, ax = plt.subplots(4, 1, figsize=(9, 11), sharex=True)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use grantid::{Clock, Grant, GrantRequest, GrantSource, Layout};
-use grantid_authority::{FileAuthority, Options, PgAuthority, RedisAuthority};
+use grantid_authority::{FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority};
 
 /// A server URL from the environment, or `None` (with a note) when the test
 /// should skip. Under `GRANTID_REQUIRE_SERVICES=1` a missing URL fails.
@@ -42,6 +42,35 @@ pub fn postgres_url() -> Option<String> {
 pub fn redis_url() -> Option<String> {
     static DECLARED: std::sync::Once = std::sync::Once::new();
     let url = service("GRANTID_TEST_REDIS_URL")?;
+    DECLARED.call_once(|| {
+        grantid_authority::open(&url)
+            .unwrap()
+            .init_new_deployment()
+            .unwrap();
+    });
+    Some(url)
+}
+
+/// The test MySQL / MariaDB, declared a new deployment once (so its first
+/// use does not start a state-loss quarantine).
+pub fn mysql_url() -> Option<String> {
+    static DECLARED: std::sync::Once = std::sync::Once::new();
+    let url = service("GRANTID_TEST_MYSQL_URL")?;
+    DECLARED.call_once(|| {
+        grantid_authority::open(&url)
+            .unwrap()
+            .init_new_deployment()
+            .unwrap();
+    });
+    Some(url)
+}
+
+/// The test etcd, declared a new deployment once (so its first use does
+/// not start a state-loss quarantine).
+#[cfg(feature = "etcd")]
+pub fn etcd_url() -> Option<String> {
+    static DECLARED: std::sync::Once = std::sync::Once::new();
+    let url = service("GRANTID_TEST_ETCD_URL")?;
     DECLARED.call_once(|| {
         grantid_authority::open(&url)
             .unwrap()
@@ -102,6 +131,9 @@ pub enum Kind {
     File,
     Postgres,
     Redis,
+    Mysql,
+    #[cfg(feature = "etcd")]
+    Etcd,
 }
 
 /// A source of `kind` whose authority time is `clock`, with `grace_ms` of
@@ -110,6 +142,12 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
     let options = Options {
         lease_grace_ms: grace_ms,
         ..Options::default()
+    };
+    // The rule's cases step the clock by hours: no bounded lead for the
+    // engines that have one (tests/state_loss.rs covers it).
+    let unbounded = Options {
+        max_lead_ms: 1 << 40,
+        ..options.clone()
     };
     Some(match kind {
         Kind::Memory => Box::new(
@@ -141,6 +179,17 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
             )
             .unwrap()
             .with_injected_clock(clock),
+        ),
+        Kind::Mysql => Box::new(
+            MysqlAuthority::new(&mysql_url()?.replace("mariadb://", "mysql://"), unbounded)
+                .unwrap()
+                .with_injected_clock(clock),
+        ),
+        #[cfg(feature = "etcd")]
+        Kind::Etcd => Box::new(
+            grantid_authority::EtcdAuthority::from_url(&etcd_url()?, unbounded)
+                .unwrap()
+                .with_injected_clock(clock),
         ),
     })
 }

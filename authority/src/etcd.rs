@@ -324,15 +324,18 @@ impl Ctx {
     }
 
     /// Writes a quarantine until `now + max_lead + skew` (extending any
-    /// longer one). Returns false when the record changed meanwhile.
+    /// longer one). Returns false when the record changed meanwhile. The
+    /// store's history starts again from the revision of this write: the
+    /// quarantine covers whatever the revisions seen before stood for.
     async fn quarantine(
+        &self,
         client: &mut Client,
         store: &Read<StoreRecord>,
         cluster_id: u64,
         now_ms: u64,
-        hold_ms: u64,
         reason: String,
     ) -> Result<bool, GrantError> {
+        let hold_ms = self.hold_ms();
         let old = store.value.as_ref();
         let record = StoreRecord {
             cluster_id,
@@ -349,6 +352,11 @@ impl Ctx {
             .txn(txn)
             .await
             .map_err(|e| unavailable("cannot write the quarantine", e))?;
+        if resp.succeeded()
+            && let Some(h) = resp.header()
+        {
+            self.seen_revision.store(h.revision(), Ordering::Release);
+        }
         Ok(resp.succeeded())
     }
 
@@ -396,15 +404,9 @@ impl Ctx {
         // State loss: nothing is granted while the store is quarantined.
         if let Some(reason) = self.loss(&store, &snap) {
             let until = now_ms.saturating_add(self.hold_ms());
-            if !Self::quarantine(
-                client,
-                &store,
-                snap.cluster_id,
-                now_ms,
-                self.hold_ms(),
-                reason.clone(),
-            )
-            .await?
+            if !self
+                .quarantine(client, &store, snap.cluster_id, now_ms, reason.clone())
+                .await?
             {
                 return Ok(Step::Again);
             }
@@ -806,6 +808,7 @@ impl Authority for EtcdAuthority {
     fn fence(&self) -> Result<String, Error> {
         let now_ms = self.ctx.now_ms();
         let hold = self.ctx.hold_ms();
+        let ctx = Arc::clone(&self.ctx);
         let until = self
             .call("fence failed", move |c| {
                 Box::pin(async move {
@@ -820,15 +823,9 @@ impl Authority for EtcdAuthority {
                             .as_ref()
                             .map_or(0, |s| s.quarantine_until_ms)
                             .max(now_ms + hold);
-                        if Ctx::quarantine(
-                            c,
-                            &store,
-                            cluster,
-                            now_ms,
-                            hold,
-                            "fenced by the operator".into(),
-                        )
-                        .await?
+                        if ctx
+                            .quarantine(c, &store, cluster, now_ms, "fenced by the operator".into())
+                            .await?
                         {
                             return Ok(until);
                         }

@@ -123,6 +123,7 @@ impl Drop for Scratch {
     }
 }
 
+#[cfg(feature = "etcd")]
 fn etcd(dir: &Path) -> Option<Server> {
     let (port, peer) = (free_port(), free_port());
     let args = vec![
@@ -378,6 +379,7 @@ fn etcd_quarantines_new_state_a_fence_another_cluster_and_a_revision_that_went_b
     waits(open(&url).unwrap().acquire(&req(32)), "cluster id changed");
 }
 
+#[cfg(feature = "etcd")]
 fn copy_dir(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-a")

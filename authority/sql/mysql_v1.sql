@@ -142,6 +142,27 @@ BEGIN
     SELECT v_created;
 END //
 
+-- Locks the row of (p_namespace, p_worker) with SELECT ... FOR UPDATE and
+-- reads it; a missing row is inserted (and locked) when p_create, and then
+-- o_created is true. o_fencing is NULL when the row is missing and not
+-- created.
+DROP PROCEDURE IF EXISTS grantid_lock_worker //
+CREATE PROCEDURE grantid_lock_worker(IN p_namespace VARCHAR(128), IN p_worker BIGINT,
+    IN p_create BOOLEAN, OUT o_holder BIGINT UNSIGNED, OUT o_exp BIGINT, OUT o_hw BIGINT,
+    OUT o_fencing BIGINT, OUT o_created BOOLEAN)
+MODIFIES SQL DATA
+BEGIN
+    SET o_holder = NULL, o_exp = NULL, o_hw = NULL, o_fencing = NULL, o_created = FALSE;
+    SELECT holder, lease_expiry, high_water, fencing INTO o_holder, o_exp, o_hw, o_fencing
+      FROM grantid_workers WHERE namespace = p_namespace AND worker = p_worker FOR UPDATE;
+    IF o_fencing IS NULL AND p_create THEN
+        -- A concurrent insert of the same row makes this fail on the
+        -- primary key: the call errs, and the caller's retry finds the row.
+        INSERT INTO grantid_workers (namespace, worker) VALUES (p_namespace, p_worker);
+        SET o_exp = 0, o_hw = 0, o_fencing = 0, o_created = TRUE;
+    END IF;
+END //
+
 -- The allocation rule, in one transaction. Returns one row (status, worker,
 -- grant_id, start_tick, end_tick, message): status 'granted', or 'lost'
 -- (someone else holds the worker, or none is free), 'refused' (can never
@@ -186,6 +207,7 @@ BEGIN
     DECLARE n_epoch, n_tick, n_next BIGINT DEFAULT NULL;
     DECLARE w_holder BIGINT UNSIGNED DEFAULT NULL;
     DECLARE w_exp, w_hw, w_fencing BIGINT DEFAULT NULL;
+    DECLARE w_created BOOLEAN DEFAULT FALSE;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
         ROLLBACK;
@@ -290,14 +312,8 @@ BEGIN
                     ' is outside the namespace''s ', v_count, ' workers');
                 LEAVE body;
             END IF;
-            SELECT holder, lease_expiry, high_water, fencing
-              INTO w_holder, w_exp, w_hw, w_fencing
-              FROM grantid_workers WHERE namespace = p_namespace AND worker = p_worker
-               FOR UPDATE;
-            IF w_fencing IS NULL THEN
-                INSERT INTO grantid_workers (namespace, worker) VALUES (p_namespace, p_worker);
-                SET w_holder = NULL, w_exp = 0, w_hw = 0, w_fencing = 0;
-            END IF;
+            CALL grantid_lock_worker(p_namespace, p_worker, TRUE,
+                                     w_holder, w_exp, w_hw, w_fencing, w_created);
             IF w_holder IS NOT NULL AND w_holder <> p_incarnation AND w_exp > v_now THEN
                 SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
                     ' is held by incarnation ', w_holder, ' until tick ', w_exp);
@@ -308,16 +324,12 @@ BEGIN
             -- Never-used workers first.
             WHILE v_worker IS NULL AND n_next < v_count DO
                 SET v_cand = n_next, n_next = n_next + 1;
-                SET w_holder = NULL, w_exp = NULL, w_hw = NULL, w_fencing = NULL;
-                SELECT holder, lease_expiry, high_water, fencing
-                  INTO w_holder, w_exp, w_hw, w_fencing
-                  FROM grantid_workers WHERE namespace = p_namespace AND worker = v_cand
-                   FOR UPDATE;
-                IF w_fencing IS NULL THEN
-                    INSERT INTO grantid_workers (namespace, worker) VALUES (p_namespace, v_cand);
-                    SET w_holder = NULL, w_exp = 0, w_hw = 0, w_fencing = 0, v_worker = v_cand;
-                END IF;
+                CALL grantid_lock_worker(p_namespace, v_cand, TRUE,
+                                         w_holder, w_exp, w_hw, w_fencing, w_created);
                 -- A row already there was used through an explicit request.
+                IF w_created THEN
+                    SET v_worker = v_cand;
+                END IF;
             END WHILE;
             UPDATE grantid_namespaces SET next_unused = n_next WHERE namespace = p_namespace;
             -- Then the one rule of docs/AUTHORITIES.md ("Which worker"):
@@ -340,10 +352,8 @@ BEGIN
                 END IF;
                 -- Locked, then checked again: a renewal or an explicit
                 -- request may have taken it since the read above.
-                SELECT holder, lease_expiry, high_water, fencing
-                  INTO w_holder, w_exp, w_hw, w_fencing
-                  FROM grantid_workers WHERE namespace = p_namespace AND worker = v_cand
-                   FOR UPDATE;
+                CALL grantid_lock_worker(p_namespace, v_cand, FALSE,
+                                         w_holder, w_exp, w_hw, w_fencing, w_created);
                 IF w_holder IS NOT NULL AND w_exp > v_now THEN
                     SET v_status = 'wait', v_message = CONCAT('worker ', v_cand,
                         ' was taken while it was chosen; retry');

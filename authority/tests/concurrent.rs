@@ -167,13 +167,19 @@ fn file_threads_and_processes() {
     let url = format!("file:{}?lease_grace_ms=2", path.display());
     let grants = run(&url, &ns);
     // The state file's high-water marks cover every grant.
-    let status = grantid_authority::open(&url)
+    assert_covered(&url, &ns, &grants);
+}
+
+/// The authority's high-water marks and fencing epochs cover every grant.
+fn assert_covered(url: &str, ns: &str, grants: &[Grant]) {
+    let status = grantid_authority::open(url)
         .unwrap()
-        .status(Some(&ns))
+        .status(Some(ns))
         .unwrap();
-    for g in &grants {
+    for g in grants {
         let w = status.iter().find(|w| w.worker == g.worker).unwrap();
         assert!(w.high_water >= g.end);
+        assert!(w.fencing >= g.grant_id);
     }
 }
 
@@ -254,61 +260,30 @@ fn mysql_threads_and_processes() {
     };
     let ns = namespace("conc");
     let grants = run(&format!("{base}?lease_grace_ms=2"), &ns);
-    let log = mysql_rows(
+    let rows = common::mariadb_cli(
         &base,
         &format!(
             "SELECT worker, incarnation, grant_id, start_tick, end_tick \
              FROM grantid_grant_log WHERE namespace = '{ns}'"
         ),
-    )
-    .into_iter()
-    .map(|f| Grant {
-        namespace: ns.clone(),
-        worker: f[0] as u32,
-        incarnation: f[1],
-        grant_id: f[2],
-        start: f[3],
-        end: f[4],
-    })
-    .collect();
-    check_log(&grants, log);
-}
-
-/// The rows of `query` on the MySQL server at `url`, as unsigned numbers
-/// (through the `mariadb` command-line client, which the test server's
-/// package brings).
-fn mysql_rows(url: &str, query: &str) -> Vec<Vec<u64>> {
-    let rest = url.strip_prefix("mysql://").unwrap();
-    let (user, rest) = rest.split_once('@').unwrap();
-    let (hostport, db) = rest.split_once('/').unwrap();
-    let (host, port) = hostport.split_once(':').unwrap();
-    let out = Command::new("mariadb")
-        .args([
-            "--no-defaults",
-            "-N",
-            "-B",
-            "-u",
-            user,
-            "-h",
-            host,
-            "-P",
-            port,
-            db,
-            "-e",
-        ])
-        .arg(query)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    let log = rows
         .lines()
-        .map(|l| l.split('\t').map(|x| x.parse().unwrap()).collect())
-        .collect()
+        .map(|l| {
+            l.split('\t')
+                .map(|x| x.parse().unwrap())
+                .collect::<Vec<u64>>()
+        })
+        .map(|f| Grant {
+            namespace: ns.clone(),
+            worker: f[0] as u32,
+            incarnation: f[1],
+            grant_id: f[2],
+            start: f[3],
+            end: f[4],
+        })
+        .collect();
+    check_log(&grants, log);
 }
 
 /// etcd keeps no grant log of its own (the history of each worker key is
@@ -323,13 +298,5 @@ fn etcd_threads_and_processes() {
     let ns = namespace("conc");
     let url = format!("{base}?lease_grace_ms=2");
     let grants = run(&url, &ns);
-    let status = grantid_authority::open(&url)
-        .unwrap()
-        .status(Some(&ns))
-        .unwrap();
-    for g in &grants {
-        let w = status.iter().find(|w| w.worker == g.worker).unwrap();
-        assert!(w.high_water >= g.end);
-        assert!(w.fencing >= g.grant_id);
-    }
+    assert_covered(&url, &ns, &grants);
 }

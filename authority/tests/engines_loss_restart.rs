@@ -186,16 +186,9 @@ fn mariadb(dir: &Path) -> Option<Server> {
         args.push(format!("--user={user}"));
     }
     let server = Server::start("mariadbd", args, port)?;
-    let out = Command::new("mariadb")
-        .args(["--no-defaults", "-uroot", "-h127.0.0.1"])
-        .arg(format!("-P{port}"))
-        .args(["-e", "CREATE DATABASE grantid_test"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::mariadb_cli(
+        &format!("mysql://root@127.0.0.1:{port}/mysql"),
+        "CREATE DATABASE grantid_test",
     );
     Some(server)
 }
@@ -236,34 +229,6 @@ fn quarantine_lead_and_fence(url: &str, ns: &str) -> Box<dyn grantid_authority::
     authority
 }
 
-fn mariadb_cli(url: &str, sql: &str) {
-    let rest = url.strip_prefix("mysql://").unwrap();
-    let (user, rest) = rest.split_once('@').unwrap();
-    let (hostport, db) = rest.split_once('/').unwrap();
-    let db = db.split('?').next().unwrap();
-    let (host, port) = hostport.split_once(':').unwrap();
-    let out = Command::new("mariadb")
-        .args([
-            "--no-defaults",
-            "-u",
-            user,
-            "-h",
-            host,
-            "-P",
-            port,
-            db,
-            "-e",
-            sql,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() {
     let Some(base) = common::mysql_url() else {
@@ -272,11 +237,11 @@ fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() 
     // A fresh database on the test server, dropped at the end.
     let db = format!("grantid_loss_{:x}", common::random());
     let server = base.rsplit_once('/').unwrap().0.to_owned();
-    mariadb_cli(&base, &format!("CREATE DATABASE {db}"));
+    common::mariadb_cli(&base, &format!("CREATE DATABASE {db}"));
     struct DropDatabase(String, String);
     impl Drop for DropDatabase {
         fn drop(&mut self) {
-            mariadb_cli(&self.0, &format!("DROP DATABASE IF EXISTS {}", self.1));
+            common::mariadb_cli(&self.0, &format!("DROP DATABASE IF EXISTS {}", self.1));
         }
     }
     let _cleanup = DropDatabase(base.clone(), db.clone());
@@ -285,7 +250,7 @@ fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() 
     let authority = quarantine_lead_and_fence(&url, &ns);
     // A failover to another server: the recorded identity differs from the
     // server's (here made to differ, as a row copied from elsewhere would).
-    mariadb_cli(
+    common::mariadb_cli(
         &url,
         "UPDATE grantid_store SET identity = 'server_id=99 server_uid=elsewhere'",
     );
@@ -294,10 +259,10 @@ fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() 
         "identity changed",
     );
     // An unsafe server setting is refused (and init says so).
-    mariadb_cli(&url, "SET GLOBAL innodb_flush_log_at_trx_commit = 2");
+    common::mariadb_cli(&url, "SET GLOBAL innodb_flush_log_at_trx_commit = 2");
     let refused = authority.acquire(&common::request(&ns, 6, 1, None, 0, 10, layout()));
     let init = authority.init();
-    mariadb_cli(&url, "SET GLOBAL innodb_flush_log_at_trx_commit = 1");
+    common::mariadb_cli(&url, "SET GLOBAL innodb_flush_log_at_trx_commit = 1");
     assert!(
         matches!(refused, Err(GrantError::Refused(ref m)) if m.contains("innodb_flush_log_at_trx_commit")),
         "{refused:?}"
@@ -519,10 +484,15 @@ fn mysql_killed_and_restarted_while_generators_run() {
         return;
     };
     let base = format!("mysql://root@127.0.0.1:{}/grantid_test", server.port);
-    // init applies the schema (many statements): with the default timeout.
-    open(&base).unwrap().init_new_deployment().unwrap();
-    let url = format!("{base}?timeout_ms=500");
-    killed_and_restarted_while_generators_run(&url, &mut server);
+    restart_case(&base, &mut server);
+}
+
+/// Declares the store at `base` new (with the default timeout: a server
+/// just started may need a moment, and MariaDB's first init applies the
+/// schema), then runs the restart case with a short `timeout_ms`.
+fn restart_case(base: &str, server: &mut Server) {
+    open(base).unwrap().init_new_deployment().unwrap();
+    killed_and_restarted_while_generators_run(&format!("{base}?timeout_ms=500"), server);
 }
 
 #[cfg(feature = "etcd")]
@@ -532,10 +502,5 @@ fn etcd_killed_and_restarted_while_generators_run() {
     let Some(mut server) = etcd(&scratch.0) else {
         return;
     };
-    let base = format!("etcd://127.0.0.1:{}", server.port);
-    // A member just started elects itself first: init with the default
-    // timeout.
-    open(&base).unwrap().init_new_deployment().unwrap();
-    let url = format!("{base}?timeout_ms=500");
-    killed_and_restarted_while_generators_run(&url, &mut server);
+    restart_case(&format!("etcd://127.0.0.1:{}", server.port), &mut server);
 }

@@ -23,61 +23,75 @@ pub fn service(var: &str) -> Option<String> {
     }
 }
 
-/// The test PostgreSQL, declared a new deployment once (so its first use
-/// does not start a state-loss quarantine).
+/// The test server named by `var`, declared a new deployment once per
+/// process (so its first use does not start a state-loss quarantine).
+fn declared(var: &'static str) -> Option<String> {
+    static DECLARED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let url = service(var)?;
+    let mut done = DECLARED.lock().unwrap_or_else(|p| p.into_inner());
+    if !done.contains(&var) {
+        grantid_authority::open(&url)
+            .unwrap()
+            .init_new_deployment()
+            .unwrap();
+        done.push(var);
+    }
+    Some(url)
+}
+
+/// The test PostgreSQL (GRANTID_TEST_POSTGRES_URL), declared new.
 pub fn postgres_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_POSTGRES_URL")?;
-    DECLARED.call_once(|| {
-        grantid_authority::open(&url)
-            .unwrap()
-            .init_new_deployment()
-            .unwrap();
-    });
-    Some(url)
+    declared("GRANTID_TEST_POSTGRES_URL")
 }
 
-/// The test Redis, declared a new deployment once (so its first use does
-/// not start a state-loss quarantine).
+/// The test Redis (GRANTID_TEST_REDIS_URL), declared new.
 pub fn redis_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_REDIS_URL")?;
-    DECLARED.call_once(|| {
-        grantid_authority::open(&url)
-            .unwrap()
-            .init_new_deployment()
-            .unwrap();
-    });
-    Some(url)
+    declared("GRANTID_TEST_REDIS_URL")
 }
 
-/// The test MySQL / MariaDB, declared a new deployment once (so its first
-/// use does not start a state-loss quarantine).
+/// The test MySQL / MariaDB (GRANTID_TEST_MYSQL_URL), declared new.
 pub fn mysql_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_MYSQL_URL")?;
-    DECLARED.call_once(|| {
-        grantid_authority::open(&url)
-            .unwrap()
-            .init_new_deployment()
-            .unwrap();
-    });
-    Some(url)
+    declared("GRANTID_TEST_MYSQL_URL")
 }
 
-/// The test etcd, declared a new deployment once (so its first use does
-/// not start a state-loss quarantine).
+/// The test etcd (GRANTID_TEST_ETCD_URL), declared new.
 #[cfg(feature = "etcd")]
 pub fn etcd_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_ETCD_URL")?;
-    DECLARED.call_once(|| {
-        grantid_authority::open(&url)
-            .unwrap()
-            .init_new_deployment()
-            .unwrap();
-    });
-    Some(url)
+    declared("GRANTID_TEST_ETCD_URL")
+}
+
+/// Runs `sql` on the MySQL server of `url` (`mysql://USER@HOST:PORT/DB`)
+/// with the `mariadb` command-line client (which the server's package
+/// brings); returns its tab-separated output, without column names.
+pub fn mariadb_cli(url: &str, sql: &str) -> String {
+    let rest = url.strip_prefix("mysql://").expect("a mysql:// URL");
+    let (user, rest) = rest.split_once('@').expect("USER@");
+    let (hostport, db) = rest.split_once('/').expect("/DB");
+    let db = db.split('?').next().unwrap_or_default();
+    let (host, port) = hostport.split_once(':').expect("HOST:PORT");
+    let out = std::process::Command::new("mariadb")
+        .args([
+            "--no-defaults",
+            "-N",
+            "-B",
+            "-u",
+            user,
+            "-h",
+            host,
+            "-P",
+            port,
+            db,
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("the mariadb client");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// A fresh random 64-bit value.

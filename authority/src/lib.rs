@@ -52,8 +52,10 @@
 //!   answer is `Unavailable` (docs/AUTHORITIES.md, "Deadlines").
 //! * **Durable or refused**: PostgreSQL grants commit with
 //!   `synchronous_commit` at least `on`; a PostgreSQL server without `fsync`
-//!   and a Redis server with an evicting `maxmemory-policy` are refused
-//!   (docs/AUTHORITIES.md, "Durability, per engine").
+//!   and a Redis server with an evicting `maxmemory-policy` are refused, and
+//!   so is a MySQL server with `innodb_flush_log_at_trx_commit` other than 1
+//!   (or the binary log on with `sync_binlog` other than 1); etcd commits on
+//!   a majority (docs/AUTHORITIES.md, "Durability, per engine").
 //! * **Never a panic** on a bad server or URL: a malformed URL is
 //!   `InvalidArgument` from [`from_url`]; an unreachable server is
 //!   `Unavailable` from `acquire` (never from `from_url`).

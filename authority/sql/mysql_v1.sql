@@ -15,7 +15,12 @@
 -- Units: every tick value is ticks of the namespace's layout since its epoch.
 -- Incarnations and request ids are BIGINT UNSIGNED (the generator's u64).
 -- Authority time is the server's UTC clock (UTC_TIMESTAMP(6), independent
--- of the session's time zone), in Unix ms.
+-- of the session's time zone), in Unix ms. Namespace parameters are ASCII
+-- with the columns' binary collation: compared byte for byte, and through
+-- the primary keys (declared in the database's default character set, the
+-- parameters were converted in each comparison and the grant-log lookup
+-- scanned the table: 506 and 772 against 927 and 2,304 grants/s at 8
+-- clients, measured back to back).
 
 CREATE TABLE IF NOT EXISTS grantid_schema_version (
     version    INT PRIMARY KEY,
@@ -147,7 +152,8 @@ END //
 -- o_created is true. o_fencing is NULL when the row is missing and not
 -- created.
 DROP PROCEDURE IF EXISTS grantid_lock_worker //
-CREATE PROCEDURE grantid_lock_worker(IN p_namespace VARCHAR(128), IN p_worker BIGINT,
+CREATE PROCEDURE grantid_lock_worker(IN p_namespace VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
+    IN p_worker BIGINT,
     IN p_create BOOLEAN, OUT o_holder BIGINT UNSIGNED, OUT o_exp BIGINT, OUT o_hw BIGINT,
     OUT o_fencing BIGINT, OUT o_created BOOLEAN)
 MODIFIES SQL DATA
@@ -179,7 +185,7 @@ END //
 -- of the host).
 DROP PROCEDURE IF EXISTS grantid_acquire //
 CREATE PROCEDURE grantid_acquire(
-    IN p_namespace      VARCHAR(128),
+    IN p_namespace      VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
     IN p_incarnation    BIGINT UNSIGNED,
     IN p_request_id     BIGINT UNSIGNED,
     IN p_worker         BIGINT,
@@ -417,7 +423,8 @@ END //
 -- Ends the lease of a worker if p_incarnation holds it; the high-water
 -- stays. Returns one row: 1 if it was held by p_incarnation, else 0.
 DROP PROCEDURE IF EXISTS grantid_release //
-CREATE PROCEDURE grantid_release(IN p_namespace VARCHAR(128), IN p_worker BIGINT,
+CREATE PROCEDURE grantid_release(IN p_namespace VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
+    IN p_worker BIGINT,
                                  IN p_incarnation BIGINT UNSIGNED, IN p_now_ms BIGINT)
 MODIFIES SQL DATA
 BEGIN

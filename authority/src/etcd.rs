@@ -446,8 +446,8 @@ impl Ctx {
 
         // A retry gets the recorded grant.
         for (n, w) in &workers {
-            let rec = w.value.as_ref().expect("decoded above");
-            if let Some(last) = rec.last
+            if let Some(rec) = &w.value
+                && let Some(last) = rec.last
                 && last.incarnation == request.incarnation
                 && last.request_id == request.request_id
             {

@@ -275,6 +275,24 @@ fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() 
     );
 }
 
+#[test]
+fn mysql_namespaces_that_differ_in_case_are_distinct() {
+    let Some(url) = common::mysql_url() else {
+        return;
+    };
+    let upper = format!("Case-{:x}", common::random());
+    let lower = upper.to_lowercase();
+    let s = from_url(&url).unwrap();
+    s.acquire(&common::request(&upper, 1, 1, None, 0, 10, layout()))
+        .unwrap();
+    // Another layout under the lower-case name: its own namespace, granted.
+    let other = Layout::new(40, 3, 8).unwrap();
+    let g = s
+        .acquire(&common::request(&lower, 2, 1, None, 0, 10, other))
+        .unwrap();
+    assert_eq!(g.worker, 0, "a namespace of its own starts at worker 0");
+}
+
 #[cfg(feature = "etcd")]
 #[test]
 fn etcd_quarantines_new_state_a_fence_another_cluster_and_a_revision_that_went_back() {

@@ -39,7 +39,8 @@
 -- snapshot, or a failover) is quarantined until now + max_lead + skew before
 -- anything is granted, and no grant ends more than max_lead after the
 -- server's clock, so every interval granted before a loss has ended when the
--- quarantine does. (ARGV[15] is unused.)
+-- quarantine does; a renewal (a worker asked for) during a quarantine is
+-- {"lost", message}. (ARGV[15] is unused.)
 -- ARGV[1] = "fence": 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms: a new
 --   quarantine from now (the operator's command after a restore)
 -- ARGV[1] = "new_deployment": 3 now_ms: creates the store hash without a
@@ -169,8 +170,17 @@ elseif st[1] ~= run_id then
 end
 if ms < q then
   local why = redis.call('HGET', sk, 'reason')
-  return {'wait', string.format('quarantine: %s; no grant before Unix ms %s (%s ms from now), ' ..
-    'when every interval granted before it has ended', why, fmt(q), fmt(q - ms))}
+  local gate = string.format('quarantine: %s; no grant before Unix ms %s (%s ms from now), ' ..
+    'when every interval granted before it has ended', why, fmt(q), fmt(q - ms))
+  if want ~= '' then
+    -- A renewal: the worker's earlier grants were made before what started
+    -- the quarantine (a loss, a restore, a fence), by a history that may no
+    -- longer exist. Its generator stops issuing from them now and asks for
+    -- a new worker, which waits out the quarantine.
+    return {'lost', string.format('worker %s: %s; the grants it holds came from before it: ' ..
+      'stop issuing from them and acquire again', want, gate)}
+  end
+  return {'wait', gate}
 end
 
 local w

@@ -1,8 +1,9 @@
--- grantid PostgreSQL authority, schema version 3 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 4 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
 -- worker-choice rule; version 3: state-loss quarantine and bounded lead,
--- docs/AUTHORITIES.md "State loss"). The signatures of version 1's
--- functions are unchanged.
+-- docs/AUTHORITIES.md "State loss"; version 4: a renewal during a
+-- quarantine is 'lost'). The signatures of version 1's functions are
+-- unchanged.
 --
 -- Applied by `grantid authority init URL`, and by the Rust adapter when the
 -- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
@@ -274,6 +275,16 @@ BEGIN
 
     -- State loss: nothing is granted while the database is quarantined.
     v_gate := grantid.gate(v_ms);
+    IF v_gate IS NOT NULL AND p_worker IS NOT NULL THEN
+        -- A renewal: the worker's earlier grants were made before what
+        -- started the quarantine (a loss, a restore, a fence), by a history
+        -- that may no longer exist. Its generator stops issuing from them
+        -- now and asks for a new worker, which waits out the quarantine.
+        RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+            NULL::bigint, format('worker %s: %s; the grants it holds came from before it: '
+                'stop issuing from them and acquire again', p_worker, v_gate);
+        RETURN;
+    END IF;
     IF v_gate IS NOT NULL THEN
         RETURN QUERY SELECT 'wait'::text, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::bigint, v_gate;
@@ -413,4 +424,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4) ON CONFLICT DO NOTHING;

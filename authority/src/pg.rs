@@ -25,12 +25,12 @@ use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The schema and functions (authority/sql/v1.sql; schema version 3).
+/// The schema and functions (authority/sql/v1.sql; schema version 4).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
 /// the script again when the database has only older versions.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 
 const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, message \
      FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
@@ -117,7 +117,9 @@ impl PgAuthority {
             .connect_timeout(options.timeout)
             .tcp_user_timeout(options.timeout)
             .keepalives(true)
-            .keepalives_idle(options.timeout)
+            // The kernel takes keepalive idle times in whole seconds (0 is
+            // refused with EINVAL), so a shorter timeout_ms keeps 1 s here.
+            .keepalives_idle(options.timeout.max(std::time::Duration::from_secs(1)))
             .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} \
                  -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on \
@@ -286,6 +288,10 @@ fn layout_params(l: &Layout) -> [i64; 5] {
 }
 
 impl GrantSource for PgAuthority {
+    fn max_lead_ms(&self) -> Option<u64> {
+        Some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
         let l = request.layout;

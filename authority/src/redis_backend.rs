@@ -169,6 +169,10 @@ fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
 }
 
 impl GrantSource for RedisAuthority {
+    fn max_lead_ms(&self) -> Option<u64> {
+        Some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
         let l = request.layout;

@@ -68,3 +68,16 @@ impl LayoutArgs {
         )
     }
 }
+
+/// The generator's grant length and horizon (`next` and `serve`).
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// Length of each grant the generator asks for, in ms.
+    #[arg(long, default_value_t = grantid::DEFAULT_GRANT_DURATION_MS)]
+    pub grant_duration_ms: u64,
+    /// Committed time the generator keeps ahead of its clock, in ms: how
+    /// long it keeps issuing while its authority does not answer. With the
+    /// grant length, at most the authority's `max_lead_ms`.
+    #[arg(long, default_value_t = grantid::DEFAULT_HORIZON_MS)]
+    pub horizon_ms: u64,
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use grantid::{DEFAULT_MAX_BATCH, DEFAULT_MAX_DRIFT_MS, ErrorKind, Generator, Layout};
 
-use crate::args::LayoutArgs;
+use crate::args::{GrantArgs, LayoutArgs};
 use crate::exit::Failure;
 use crate::output::{self, Format};
 
@@ -34,6 +34,8 @@ pub struct NextArgs {
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
     #[command(flatten)]
+    pub grants: GrantArgs,
+    #[command(flatten)]
     pub layout: LayoutArgs,
 }
 
@@ -49,6 +51,8 @@ pub fn run(a: NextArgs) -> Result<(), Failure> {
         .max_drift_ms(DEFAULT_MAX_DRIFT_MS)
         .shards(1)
         .startup_timeout(timeout)
+        .grant_duration_ms(a.grants.grant_duration_ms)
+        .horizon_ms(a.grants.horizon_ms)
         .start()?;
     let mut out = output::stdout();
     output::header(&mut out, a.format)?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use grantid::{Error, ErrorKind};
 
-use crate::args::LayoutArgs;
+use crate::args::{GrantArgs, LayoutArgs};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -35,13 +35,8 @@ pub struct ServeArgs {
     /// server keeps trying, NOT_SERVING meanwhile).
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// Length of each grant the server's generator asks for, in ms.
-    #[arg(long, default_value_t = grantid::DEFAULT_GRANT_DURATION_MS)]
-    pub grant_duration_ms: u64,
-    /// Committed time the server keeps ahead of its clock, in ms: how long
-    /// it keeps issuing while its authority does not answer.
-    #[arg(long, default_value_t = grantid::DEFAULT_HORIZON_MS)]
-    pub horizon_ms: u64,
+    #[command(flatten)]
+    pub grants: GrantArgs,
     #[command(flatten)]
     pub layout: LayoutArgs,
 }
@@ -75,7 +70,7 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
     config.drain_delay = Duration::from_millis(a.drain_delay_ms);
     config.drain_timeout = Duration::from_millis(a.drain_timeout_ms);
     config.startup_timeout = Duration::from_millis(a.timeout_ms);
-    config.grant_duration_ms = a.grant_duration_ms;
-    config.horizon_ms = a.horizon_ms;
+    config.grant_duration_ms = a.grants.grant_duration_ms;
+    config.horizon_ms = a.grants.horizon_ms;
     grantid_server::serve(config)
 }

@@ -148,6 +148,15 @@ pub trait GrantSource: Send + Sync + 'static {
     /// high-water mark stays; only the worker lease ends. The default does
     /// nothing.
     fn release(&self, _last: &Grant) {}
+
+    /// The source's bounded lead, in ms, if it has one: no interval it
+    /// grants ends more than this after its own clock (docs/AUTHORITIES.md,
+    /// "State loss"). A generator whose horizon plus grant duration exceed
+    /// it fails at start-up with `InvalidArgument` instead of renewing
+    /// against a cap it can never get past. The default: none.
+    fn max_lead_ms(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<S: GrantSource + ?Sized> GrantSource for Arc<S> {
@@ -157,6 +166,9 @@ impl<S: GrantSource + ?Sized> GrantSource for Arc<S> {
     fn release(&self, last: &Grant) {
         (**self).release(last)
     }
+    fn max_lead_ms(&self) -> Option<u64> {
+        (**self).max_lead_ms()
+    }
 }
 
 impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
@@ -165,6 +177,9 @@ impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
     }
     fn release(&self, last: &Grant) {
         (**self).release(last)
+    }
+    fn max_lead_ms(&self) -> Option<u64> {
+        (**self).max_lead_ms()
     }
 }
 

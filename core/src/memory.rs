@@ -139,6 +139,10 @@ pub struct Allocator {
     pub log_capacity: usize,
     /// How long a worker lease outlives its grant's end, in ticks.
     pub lease_grace: u64,
+    /// The bounded lead, in ms: no grant ends more than this after `now`
+    /// (docs/AUTHORITIES.md, "State loss"); a renewal that would start past
+    /// it is `Unavailable` until the clock catches up. `None`: unbounded.
+    pub max_lead_ms: Option<u64>,
 }
 
 impl Allocator {
@@ -230,6 +234,17 @@ impl Allocator {
             return Err(GrantError::Lost(format!(
                 "worker {index} has no timestamp space left (high-water {})",
                 rec.high_water
+            )));
+        }
+        let end = match self.max_lead_ms {
+            Some(lead_ms) => end.min(now.saturating_add(lead_ms / layout.tick_ms())),
+            None => end,
+        };
+        if start >= end {
+            return Err(GrantError::Unavailable(format!(
+                "worker {index}: a grant from tick {start} would end more than max_lead ({} ms) \
+                 after the clock",
+                self.max_lead_ms.unwrap_or_default()
             )));
         }
         rec.high_water = end;
@@ -337,6 +352,14 @@ impl MemoryAuthority {
         self
     }
 
+    /// Bounds the lead (docs/AUTHORITIES.md, "State loss"): no grant ends
+    /// more than `ms` after the authority's time, and a generator whose
+    /// horizon plus grant duration exceed it is refused at start-up.
+    pub fn with_max_lead_ms(self, ms: u64) -> MemoryAuthority {
+        self.lock().max_lead_ms = Some(ms);
+        self
+    }
+
     /// Times grants by `clock` (its own clock) instead of the requester's.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> MemoryAuthority {
         self.clock = Some(clock);
@@ -393,6 +416,10 @@ impl GrantSource for MemoryAuthority {
         }
         let now = self.now(request);
         self.lock().allocate(request, now)
+    }
+
+    fn max_lead_ms(&self) -> Option<u64> {
+        self.lock().max_lead_ms
     }
 
     fn release(&self, last: &Grant) {
@@ -462,6 +489,27 @@ mod tests {
         // The old holder of an expired lease may renew while nobody took it.
         let g0 = a.allocate(&req(1, 3, Some(0), 120, 130), 130).unwrap();
         assert_eq!(g0.start, 130);
+    }
+
+    #[test]
+    fn the_lead_is_bounded() {
+        // Layout::new's tick is 1 ms: max_lead 15 ms is 15 ticks.
+        let mut a = Allocator::new(5);
+        a.max_lead_ms = Some(15);
+        let g1 = a.allocate(&req(1, 1, None, 0, 100), 100).unwrap();
+        assert_eq!((g1.start, g1.end), (100, 110));
+        // A renewal is cut at now + 15 ...
+        let g2 = a.allocate(&req(1, 2, Some(0), 110, 100), 100).unwrap();
+        assert_eq!((g2.start, g2.end), (110, 115));
+        // ... and one that would start past it waits, leaving no trace.
+        let r = a.allocate(&req(1, 3, Some(0), 115, 100), 100);
+        assert!(
+            matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("max_lead")),
+            "{r:?}"
+        );
+        assert_eq!(a.namespaces["ns"].workers[0].high_water, 115);
+        let g3 = a.allocate(&req(1, 3, Some(0), 115, 103), 103).unwrap();
+        assert_eq!((g3.start, g3.end), (115, 118));
     }
 
     #[test]

@@ -369,6 +369,37 @@ fn a_layout_whose_time_has_ended_is_refused_at_start() {
 }
 
 #[test]
+fn a_horizon_past_the_authority_lead_is_refused_at_start() {
+    // Default horizon 5 s + grant 1 s against a lead of 4 s.
+    let err = Generator::builder(
+        Layout::default(),
+        "t",
+        MemoryAuthority::new().with_max_lead_ms(4_000),
+    )
+    .start()
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("max_lead_ms (4000)"), "{err}");
+    // A horizon that fits starts and issues inside the bound.
+    let g = Generator::builder(
+        Layout::default(),
+        "t",
+        MemoryAuthority::new().with_max_lead_ms(4_000),
+    )
+    .grant_duration_ms(1_000)
+    .horizon_ms(3_000)
+    .start()
+    .unwrap();
+    assert!(g.next_id().unwrap() > 0);
+    // Ticks longer than the lead: no grant could ever be made.
+    let coarse = Layout::with_all(41, 10, 12, grantid::DEFAULT_EPOCH_MS, 10_000).unwrap();
+    let err = Generator::builder(coarse, "t", MemoryAuthority::new().with_max_lead_ms(7_000))
+        .start()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
+
+#[test]
 fn bad_options_are_invalid_arguments() {
     let cases = [
         Generator::builder(Layout::default(), "", MemoryAuthority::new()).start(),

@@ -32,10 +32,18 @@ if [ -n "${GRANTID_TEST_REDIS_URL:-}" ]; then
   fence_url="${GRANTID_TEST_REDIS_URL}?max_lead_ms=800&clock_skew_ms=0"
   target/debug/grantid authority fence "$fence_url"
   t0=$(date +%s%N)
-  target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence >/dev/null
+  target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence \
+    --grant-duration-ms 200 --horizon-ms 600 >/dev/null
   waited=$(( ($(date +%s%N) - t0) / 1000000 ))
   echo "redis: first ID $waited ms after a fence of 800 ms"
   [ "$waited" -ge 700 ]
+  # A horizon past the authority's bounded lead is refused at once
+  # (exit 17: INVALID_ARGUMENT, docs/CLI.md).
+  rc=0
+  target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence \
+    2>"$smoke/lead.err" >/dev/null || rc=$?
+  echo "redis: default horizon against max_lead_ms=800: exit $rc: $(cat "$smoke/lead.err")"
+  [ "$rc" -eq 17 ] && grep -q "max_lead_ms (800)" "$smoke/lead.err"
 fi
 # MySQL / MariaDB and etcd (docs/AUTHORITIES.md). The MariaDB cases ran
 # above (the `mysql` feature is on by default); the etcd cases need the

@@ -16,7 +16,9 @@
 //! |---|---|---|
 //! | `file:PATH`, `file:` | a lock-guarded state file ([`FileAuthority`]) | one host, any number of processes |
 //! | `postgres://...` | one PL/pgSQL function ([`PgAuthority`]) | a fleet |
+//! | `mysql://USER@HOST:PORT/DB` | one stored procedure (`MysqlAuthority`, feature `mysql`, on by default) | a fleet on MySQL / MariaDB |
 //! | `redis://...` | one Lua script ([`RedisAuthority`]) | a fleet (durability: see docs/AUTHORITIES.md) |
+//! | `etcd://HOST:PORT[,HOST:PORT...]` | compare-and-swap transactions (`EtcdAuthority`, feature `etcd`, off by default: it needs `protoc` to build) | a fleet on etcd |
 //! | `static:N`, `static:env:POD_NAME` | a fixed worker ([`StaticAuthority`]) | fleets that already own their worker numbers |
 //! | `grpc://HOST:PORT` | a grantid server's GrantService (`GrpcAuthority`, feature `grpc`) | a fleet, through a few servers (docs/SERVICE.md) |
 //!
@@ -50,8 +52,10 @@
 //!   answer is `Unavailable` (docs/AUTHORITIES.md, "Deadlines").
 //! * **Durable or refused**: PostgreSQL grants commit with
 //!   `synchronous_commit` at least `on`; a PostgreSQL server without `fsync`
-//!   and a Redis server with an evicting `maxmemory-policy` are refused
-//!   (docs/AUTHORITIES.md, "Durability, per engine").
+//!   and a Redis server with an evicting `maxmemory-policy` are refused, and
+//!   so is a MySQL server with `innodb_flush_log_at_trx_commit` other than 1
+//!   (or the binary log on with `sync_binlog` other than 1); etcd commits on
+//!   a majority (docs/AUTHORITIES.md, "Durability, per engine").
 //! * **Never a panic** on a bad server or URL: a malformed URL is
 //!   `InvalidArgument` from [`from_url`]; an unreachable server is
 //!   `Unavailable` from `acquire` (never from `from_url`).
@@ -61,6 +65,8 @@
 
 use grantid::{Error, GrantSource};
 
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+mod blocking;
 mod datacenter;
 mod forklocal;
 #[cfg(any(feature = "file", feature = "static"))]
@@ -70,10 +76,14 @@ mod sidecar;
 mod status;
 mod url;
 
+#[cfg(feature = "etcd")]
+mod etcd;
 #[cfg(feature = "file")]
 mod file;
 #[cfg(feature = "grpc")]
 mod grpc;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod pg;
 #[cfg(feature = "redis")]
@@ -81,10 +91,14 @@ mod redis_backend;
 #[cfg(feature = "static")]
 mod static_worker;
 
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdAuthority;
 #[cfg(feature = "file")]
 pub use file::FileAuthority;
 #[cfg(feature = "grpc")]
 pub use grpc::GrpcAuthority;
+#[cfg(feature = "mysql")]
+pub use mysql::{MYSQL_SQL_V1, MysqlAuthority};
 #[cfg(feature = "postgres")]
 pub use pg::{PgAuthority, SQL_V1};
 #[cfg(feature = "redis")]
@@ -181,6 +195,21 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
         Target::Redis(u) => Ok(Box::new(RedisAuthority::new(&u, options)?)),
         #[cfg(feature = "grpc")]
         Target::Grpc(addr) => Ok(Box::new(GrpcAuthority::new(&addr, options)?)),
+        #[cfg(feature = "mysql")]
+        Target::Mysql(u) => Ok(Box::new(MysqlAuthority::new(&u, options)?)),
+        #[cfg(feature = "etcd")]
+        Target::Etcd(endpoints) => Ok(Box::new(EtcdAuthority::new(endpoints, options)?)),
+        #[cfg(not(feature = "etcd"))]
+        Target::Etcd(_) => Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            format!(
+                "authority URL {:?}: this build has no etcd authority: build with the cargo \
+                 feature `etcd` (for example `cargo build -p grantid-cli --features etcd`; it \
+                 needs protoc: apt-get install protobuf-compiler); see docs/AUTHORITIES.md, \
+                 \"etcd\"",
+                url::redact(url)
+            ),
+        )),
         #[allow(unreachable_patterns)]
         other => Err(Error::new(
             grantid::ErrorKind::InvalidArgument,

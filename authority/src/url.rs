@@ -45,6 +45,11 @@ pub enum Target {
     Redis(String),
     /// `grpc://HOST:PORT`: a grantid server's GrantService.
     Grpc(String),
+    /// A `mysql://` (or `mariadb://`) URL, as `mysql://` (without grantid's
+    /// options).
+    Mysql(String),
+    /// `etcd://HOST:PORT[,HOST:PORT...]`: the endpoints.
+    Etcd(Vec<String>),
 }
 
 /// Options common to every backend, from the URL's query.
@@ -57,11 +62,11 @@ pub struct Options {
     /// `log_max` (Redis): approximate length cap of the grant log stream;
     /// 0 keeps every entry.
     pub log_max: u64,
-    /// `max_lead_ms` (Redis, PostgreSQL): no grant ends more than this after the
+    /// `max_lead_ms` (Redis, PostgreSQL, MySQL, etcd): no grant ends more than this after the
     /// authority's clock; the quarantine after a state loss lasts this long
     /// plus `clock_skew_ms`.
     pub max_lead_ms: u64,
-    /// `clock_skew_ms` (Redis, PostgreSQL): added to every quarantine.
+    /// `clock_skew_ms` (Redis, PostgreSQL, MySQL, etcd): added to every quarantine.
     pub clock_skew_ms: u64,
     /// `datacenter` (every backend): grant only the workers of this
     /// datacenter (docs/AUTHORITIES.md, "Regions").
@@ -206,7 +211,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
     let (scheme, rest) = url.split_once(':').ok_or_else(|| {
         invalid(
             url,
-            "no scheme (expected file:, static:, postgres://, redis://)",
+            "no scheme (expected file:, static:, postgres://, mysql://, redis://, etcd://)",
         )
     })?;
     let mut options = Options::default();
@@ -298,6 +303,28 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             }
             Target::Redis(kept)
         }
+        "mysql" | "mariadb" => {
+            let kept = strip_options(url, &mut options)?;
+            Target::Mysql(format!("mysql:{}", &kept[scheme.len() + 1..]))
+        }
+        "etcd" => {
+            let addrs = rest.strip_prefix("//").unwrap_or_default();
+            let (addrs, query) = split_query(addrs);
+            take_options(url, query, &mut options, &[])?;
+            let endpoints: Vec<String> = addrs.split(',').map(str::to_owned).collect();
+            for e in &endpoints {
+                let ok = e.rsplit_once(':').is_some_and(|(host, port)| {
+                    !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok()
+                });
+                if !ok {
+                    return Err(invalid(
+                        url,
+                        format!("endpoint {e:?}: expected etcd://HOST:PORT[,HOST:PORT...]"),
+                    ));
+                }
+            }
+            Target::Etcd(endpoints)
+        }
         "grpc" => {
             let addr = rest.strip_prefix("//").unwrap_or_default();
             let (addr, query) = split_query(addr);
@@ -311,12 +338,17 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             return Err(invalid(
                 url,
                 format!(
-                    "unknown scheme {other:?} (expected file:, static:, postgres://, redis://)"
+                    "unknown scheme {other:?} (expected file:, static:, postgres://, mysql://, \
+                     redis://, etcd://)"
                 ),
             ));
         }
     };
-    if matches!(target, Target::Postgres(_) | Target::Redis(_)) && !rest.starts_with("//") {
+    if matches!(
+        target,
+        Target::Postgres(_) | Target::Redis(_) | Target::Mysql(_)
+    ) && !rest.starts_with("//")
+    {
         return Err(invalid(url, format!("expected {scheme}://HOST...")));
     }
     Ok(AuthorityUrl { target, options })
@@ -446,6 +478,31 @@ mod tests {
             parse("redis://h:1/0").unwrap().target,
             Target::Redis("redis://h:1/0".into())
         );
+    }
+
+    #[test]
+    fn mysql_and_etcd_urls() {
+        let m = parse("mariadb://app@db:3306/ids?timeout_ms=250&max_lead_ms=900").unwrap();
+        assert_eq!(m.target, Target::Mysql("mysql://app@db:3306/ids".into()));
+        assert_eq!(m.options.timeout, Duration::from_millis(250));
+        assert_eq!(m.options.max_lead_ms, 900);
+        let e = parse("etcd://10.0.0.1:2379,10.0.0.2:2379?clock_skew_ms=5").unwrap();
+        assert_eq!(
+            e.target,
+            Target::Etcd(vec!["10.0.0.1:2379".into(), "10.0.0.2:2379".into()])
+        );
+        assert_eq!(e.options.clock_skew_ms, 5);
+        for (url, needle) in [
+            ("etcd://", "expected etcd://HOST:PORT"),
+            ("etcd://h", "expected etcd://HOST:PORT"),
+            ("etcd://h:1,", "expected etcd://HOST:PORT"),
+            ("etcd://h:1/x", "expected etcd://HOST:PORT"),
+            ("etcd://h:1?bogus=1", "unknown option"),
+            ("mysql:db", "expected mysql://"),
+        ] {
+            let err = parse(url).unwrap_err();
+            assert!(err.message().contains(needle), "{url}: {err}");
+        }
     }
 
     #[test]

@@ -167,13 +167,19 @@ fn file_threads_and_processes() {
     let url = format!("file:{}?lease_grace_ms=2", path.display());
     let grants = run(&url, &ns);
     // The state file's high-water marks cover every grant.
-    let status = grantid_authority::open(&url)
+    assert_covered(&url, &ns, &grants);
+}
+
+/// The authority's high-water marks and fencing epochs cover every grant.
+fn assert_covered(url: &str, ns: &str, grants: &[Grant]) {
+    let status = grantid_authority::open(url)
         .unwrap()
-        .status(Some(&ns))
+        .status(Some(ns))
         .unwrap();
-    for g in &grants {
+    for g in grants {
         let w = status.iter().find(|w| w.worker == g.worker).unwrap();
         assert!(w.high_water >= g.end);
+        assert!(w.fencing >= g.grant_id);
     }
 }
 
@@ -245,4 +251,52 @@ fn redis_threads_and_processes() {
         })
         .collect();
     check_log(&grants, log);
+}
+
+#[test]
+fn mysql_threads_and_processes() {
+    let Some(base) = common::mysql_url() else {
+        return;
+    };
+    let ns = namespace("conc");
+    let grants = run(&format!("{base}?lease_grace_ms=2"), &ns);
+    let rows = common::mariadb_cli(
+        &base,
+        &format!(
+            "SELECT worker, incarnation, grant_id, start_tick, end_tick \
+             FROM grantid_grant_log WHERE namespace = '{ns}'"
+        ),
+    );
+    let log = rows
+        .lines()
+        .map(|l| {
+            l.split('\t')
+                .map(|x| x.parse().unwrap())
+                .collect::<Vec<u64>>()
+        })
+        .map(|f| Grant {
+            namespace: ns.clone(),
+            worker: f[0] as u32,
+            incarnation: f[1],
+            grant_id: f[2],
+            start: f[3],
+            end: f[4],
+        })
+        .collect();
+    check_log(&grants, log);
+}
+
+/// etcd keeps no grant log of its own (the history of each worker key is
+/// one until compaction): the grants received are disjoint, and every
+/// worker's high-water covers them.
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_threads_and_processes() {
+    let Some(base) = common::etcd_url() else {
+        return;
+    };
+    let ns = namespace("conc");
+    let url = format!("{base}?lease_grace_ms=2");
+    let grants = run(&url, &ns);
+    assert_covered(&url, &ns, &grants);
 }

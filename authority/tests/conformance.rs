@@ -1,9 +1,10 @@
 //! The conformance suite: the allocation rule's acquire / renew / release /
 //! expiry / ordering / refusal cases, run identically on every authority
 //! that chooses workers (the in-memory `grantid::MemoryAuthority`, file,
-//! PostgreSQL, Redis), so they cannot drift apart. The engines come from
-//! GRANTID_TEST_POSTGRES_URL and GRANTID_TEST_REDIS_URL (see
-//! scripts/with-services.sh). The static authority, which never chooses,
+//! PostgreSQL, Redis, MySQL / MariaDB, and etcd with the `etcd` feature), so
+//! they cannot drift apart. The engines come from GRANTID_TEST_POSTGRES_URL,
+//! GRANTID_TEST_REDIS_URL, GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL
+//! (see scripts/with-services.sh). The static authority, which never chooses,
 //! passes the cases that apply to it in tests/static_worker.rs.
 
 mod common;
@@ -255,6 +256,9 @@ macro_rules! rule_tests {
         mod file { $( #[test] fn $name() { super::$name(super::Kind::File) } )* }
         mod postgres { $( #[test] fn $name() { super::$name(super::Kind::Postgres) } )* }
         mod redis { $( #[test] fn $name() { super::$name(super::Kind::Redis) } )* }
+        mod mysql { $( #[test] fn $name() { super::$name(super::Kind::Mysql) } )* }
+        #[cfg(feature = "etcd")]
+        mod etcd { $( #[test] fn $name() { super::$name(super::Kind::Etcd) } )* }
     };
 }
 

@@ -55,10 +55,38 @@ fn generator_on_redis() {
 }
 
 #[test]
+fn generator_on_mysql() {
+    if let Some(url) = common::mysql_url() {
+        issue_ids(&url);
+    }
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn generator_on_etcd() {
+    if let Some(url) = common::etcd_url() {
+        issue_ids(&url);
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn etcd_urls_without_the_feature_say_how_to_get_it() {
+    let e = from_url("etcd://127.0.0.1:2379")
+        .err()
+        .expect("an etcd URL without the feature is refused");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().contains("feature `etcd`"), "{e}");
+    assert!(e.message().contains("protobuf-compiler"), "{e}");
+}
+
+#[test]
 fn malformed_urls_are_invalid_arguments() {
     for (url, needle) in [
         ("", "no scheme"),
-        ("mysql://x", "unknown scheme"),
+        ("ftp://x", "unknown scheme"),
+        ("mysql://x", "no database"),
+        ("etcd://x", "expected etcd://HOST:PORT"),
         ("static:web", "not a worker number"),
         ("postgres://h:notaport/db", "authority URL"),
         ("redis://h:notaport/", "authority URL"),
@@ -82,8 +110,14 @@ fn unreachable_servers_are_unavailable_not_errors_of_from_url() {
     for url in [
         "postgres://postgres@127.0.0.1:1/postgres?timeout_ms=500".to_owned(),
         "redis://127.0.0.1:1/?timeout_ms=500".to_owned(),
+        "mysql://root@127.0.0.1:1/db?timeout_ms=500".to_owned(),
+        #[cfg(feature = "etcd")]
+        "etcd://127.0.0.1:1?timeout_ms=500".to_owned(),
         format!("postgres://postgres@127.0.0.1:{port}/postgres?timeout_ms=300"),
         format!("redis://127.0.0.1:{port}/?timeout_ms=300"),
+        format!("mysql://root@127.0.0.1:{port}/db?timeout_ms=300"),
+        #[cfg(feature = "etcd")]
+        format!("etcd://127.0.0.1:{port}?timeout_ms=300"),
     ] {
         let url = url.as_str();
         let source = from_url(url).unwrap();
@@ -186,6 +220,21 @@ fn fork_child_on_postgres() {
 #[test]
 fn fork_child_on_redis() {
     if let Some(url) = common::redis_url() {
+        fork_child_uses_its_own_connection(&url);
+    }
+}
+
+#[test]
+fn fork_child_on_mysql() {
+    if let Some(url) = common::mysql_url() {
+        fork_child_uses_its_own_connection(&url);
+    }
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn fork_child_on_etcd() {
+    if let Some(url) = common::etcd_url() {
         fork_child_uses_its_own_connection(&url);
     }
 }

@@ -16,6 +16,9 @@ const SCHEMES: &[&str] = &[
     "redis://",
     "rediss://",
     "grpc://",
+    "mysql://",
+    "mariadb://",
+    "etcd://",
 ];
 
 #[test]

@@ -1,9 +1,16 @@
-# Throwaway PostgreSQL and Redis servers for the tests: sourced, never run.
+# Throwaway PostgreSQL, Redis, MariaDB and etcd servers for the tests:
+# sourced, never run.
 #
 # services_start starts a PostgreSQL 15 (initdb + pg_ctl in a temporary
-# directory, trust auth, 127.0.0.1, a free port) and a redis-server (no
-# persistence, a free port), installing redis-server with apt when missing,
-# and exports GRANTID_TEST_POSTGRES_URL and GRANTID_TEST_REDIS_URL.
+# directory, trust auth, 127.0.0.1, a free port), a redis-server (no
+# persistence, a free port), a MariaDB (mariadb-install-db + mariadbd in a
+# temporary directory, root without password on 127.0.0.1, a free port,
+# database grantid_test) and a single-member etcd (a temporary data
+# directory, free client and peer ports), installing redis-server,
+# mariadb-server and etcd-server / etcd-client with apt when missing, and
+# exports GRANTID_TEST_POSTGRES_URL, GRANTID_TEST_REDIS_URL,
+# GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL. Each is declared a new
+# deployment (docs/AUTHORITIES.md, "State loss").
 # services_stop stops what services_start started. Both are idempotent.
 # Set GRANTID_SERVICES=none to start nothing (tests needing a server then
 # skip, or fail under GRANTID_REQUIRE_SERVICES=1).
@@ -111,6 +118,92 @@ _services_start_redis() {
   export GRANTID_TEST_REDIS_URL="redis://127.0.0.1:$port/"
 }
 
+# Installs Debian packages when a command is missing (as root, with apt).
+_services_apt() {
+  local cmd=$1; shift
+  command -v "$cmd" >/dev/null 2>&1 && return 0
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    _services_log "installing $* with apt-get"
+    (DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null 2>&1 \
+      || { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null 2>&1; }) || true
+  fi
+  command -v "$cmd" >/dev/null 2>&1 || { _services_log "no $cmd (apt-get install $*)"; return 1; }
+}
+
+_services_start_mariadb() {
+  if [ -n "${_GRANTID_MARIADB_DIR:-}" ] && [ -f "$_GRANTID_MARIADB_DIR/mariadb.pid" ]; then
+    _services_log "mariadb already running at $GRANTID_TEST_MYSQL_URL"
+    return 0
+  fi
+  _services_apt mariadbd mariadb-server mariadb-client || return 1
+  local dir port i user=mysql
+  dir=$(mktemp -d /tmp/grantid-mariadb.XXXXXX)
+  chmod 755 "$dir"
+  if [ "$(id -u)" = 0 ]; then chown mysql "$dir"; else user=$(id -un); fi
+  port=$(_services_free_port)
+  _services_log "starting mariadb in $dir on 127.0.0.1:$port"
+  if ! mariadb-install-db --no-defaults --datadir="$dir/data" --user="$user" \
+      --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1; then
+    _services_log "mariadb-install-db failed:"; tail -5 "$dir/install.log"; return 1
+  fi
+  # In a subshell: not a job of this shell (no "Killed" notice at the stop).
+  ( mariadbd --no-defaults --datadir="$dir/data" --user="$user" --port="$port" \
+      --bind-address=127.0.0.1 --socket="$dir/sock" --pid-file="$dir/mariadb.pid" \
+      --log-error="$dir/server.log" --max-connections=300 >/dev/null 2>&1 & )
+  for i in $(seq 100); do
+    mariadb-admin --no-defaults -uroot -h127.0.0.1 -P"$port" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  mariadb-admin --no-defaults -uroot -h127.0.0.1 -P"$port" ping >/dev/null 2>&1 \
+    || { _services_log "mariadb did not answer:"; tail -5 "$dir/server.log"; return 1; }
+  _GRANTID_MARIADB_DIR=$dir
+  export GRANTID_TEST_MYSQL_URL="mysql://root@127.0.0.1:$port/grantid_test"
+  # A throwaway server never issued an ID: apply the schema and declare it
+  # a new deployment, so its first use needs no state-loss quarantine.
+  local sql
+  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/sql/mysql_v1.sql"
+  { mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" -e 'CREATE DATABASE IF NOT EXISTS grantid_test' \
+      && mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" grantid_test < "$sql" \
+      && mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" grantid_test -e 'CALL grantid_declare_new_deployment()'; } \
+    >/dev/null 2>&1 || _services_log "could not declare mariadb a new deployment: its first use waits"
+}
+
+_services_start_etcd() {
+  if [ -n "${_GRANTID_ETCD_DIR:-}" ] && [ -f "$_GRANTID_ETCD_DIR/etcd.pid" ]; then
+    _services_log "etcd already running at $GRANTID_TEST_ETCD_URL"
+    return 0
+  fi
+  _services_apt etcd etcd-server || return 1
+  _services_apt etcdctl etcd-client || return 1
+  local dir port peer i
+  dir=$(mktemp -d /tmp/grantid-etcd.XXXXXX)
+  port=$(_services_free_port)
+  peer=$(_services_free_port)
+  _services_log "starting etcd in $dir on 127.0.0.1:$port"
+  ( etcd --name default --data-dir "$dir/data" \
+      --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+      --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "default=http://127.0.0.1:$peer" --initial-cluster-token "grantid-test-$port" \
+      >"$dir/etcd.log" 2>&1 &
+    echo $! >"$dir/etcd.pid" )
+  for i in $(seq 100); do
+    ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint health >/dev/null 2>&1 \
+    || { _services_log "etcd did not answer:"; tail -5 "$dir/etcd.log"; return 1; }
+  _GRANTID_ETCD_DIR=$dir
+  export GRANTID_TEST_ETCD_URL="etcd://127.0.0.1:$port"
+  # A throwaway cluster never issued an ID: declare it a new deployment
+  # (the store record `grantid authority init --new-deployment` writes).
+  local cluster
+  cluster=$(ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" endpoint status -w json 2>/dev/null \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["Status"]["header"]["cluster_id"])' 2>/dev/null)
+  [ -n "$cluster" ] && ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$port" put grantid/store \
+    "{\"cluster_id\":$cluster,\"epoch\":1,\"quarantine_until_ms\":0,\"reason\":\"new deployment (test server)\"}" \
+    >/dev/null 2>&1 || _services_log "could not declare etcd a new deployment: its first use waits"
+}
+
 services_start() {
   if [ "${GRANTID_SERVICES:-}" = none ]; then
     _services_log "GRANTID_SERVICES=none: starting nothing"
@@ -118,8 +211,12 @@ services_start() {
   fi
   _services_start_postgres || _services_log "PostgreSQL unavailable: its tests will skip or fail"
   _services_start_redis || _services_log "Redis unavailable: its tests will skip or fail"
+  _services_start_mariadb || _services_log "MariaDB unavailable: its tests will skip or fail"
+  _services_start_etcd || _services_log "etcd unavailable: its tests will skip or fail"
   [ -n "${GRANTID_TEST_POSTGRES_URL:-}" ] && _services_log "GRANTID_TEST_POSTGRES_URL=$GRANTID_TEST_POSTGRES_URL"
   [ -n "${GRANTID_TEST_REDIS_URL:-}" ] && _services_log "GRANTID_TEST_REDIS_URL=$GRANTID_TEST_REDIS_URL"
+  [ -n "${GRANTID_TEST_MYSQL_URL:-}" ] && _services_log "GRANTID_TEST_MYSQL_URL=$GRANTID_TEST_MYSQL_URL"
+  [ -n "${GRANTID_TEST_ETCD_URL:-}" ] && _services_log "GRANTID_TEST_ETCD_URL=$GRANTID_TEST_ETCD_URL"
   return 0
 }
 
@@ -139,6 +236,22 @@ services_stop() {
     rm -rf "$_GRANTID_REDIS_DIR"
     _GRANTID_REDIS_PORT=
     unset GRANTID_TEST_REDIS_URL
+  fi
+  if [ -n "${_GRANTID_MARIADB_DIR:-}" ]; then
+    _services_log "stopping mariadb in $_GRANTID_MARIADB_DIR"
+    if [ -f "$_GRANTID_MARIADB_DIR/mariadb.pid" ]; then
+      kill -9 "$(cat "$_GRANTID_MARIADB_DIR/mariadb.pid")" 2>/dev/null || true
+    fi
+    rm -rf "$_GRANTID_MARIADB_DIR"
+    _GRANTID_MARIADB_DIR=
+    unset GRANTID_TEST_MYSQL_URL
+  fi
+  if [ -n "${_GRANTID_ETCD_DIR:-}" ]; then
+    _services_log "stopping etcd in $_GRANTID_ETCD_DIR"
+    kill -9 "$(cat "$_GRANTID_ETCD_DIR/etcd.pid")" 2>/dev/null || true
+    rm -rf "$_GRANTID_ETCD_DIR"
+    _GRANTID_ETCD_DIR=
+    unset GRANTID_TEST_ETCD_URL
   fi
   return 0
 }

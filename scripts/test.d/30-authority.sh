@@ -45,3 +45,28 @@ if [ -n "${GRANTID_TEST_REDIS_URL:-}" ]; then
   echo "redis: default horizon against max_lead_ms=800: exit $rc: $(cat "$smoke/lead.err")"
   [ "$rc" -eq 17 ] && grep -q "max_lead_ms (800)" "$smoke/lead.err"
 fi
+# MySQL / MariaDB and etcd (docs/AUTHORITIES.md). The MariaDB cases ran
+# above (the `mysql` feature is on by default); the etcd cases need the
+# `etcd` feature, and so protoc.
+. scripts/lib/protoc.sh
+if ensure_protoc; then
+  cargo test -p grantid-authority --features etcd --locked --lib --test conformance --test concurrent \
+    --test surface --test engines_loss_restart -- etcd
+  cargo build -q -p grantid-cli --features etcd --locked
+  for url in "${GRANTID_TEST_MYSQL_URL:-}" "${GRANTID_TEST_ETCD_URL:-}"; do
+    [ -n "$url" ] || continue
+    target/debug/grantid authority init "$url"
+    target/debug/grantid next -n 2 --authority "$url" --namespace smoke
+    target/debug/grantid authority status "$url" --namespace smoke
+    fence_url="${url}?max_lead_ms=800&clock_skew_ms=0"
+    target/debug/grantid authority fence "$fence_url"
+    t0=$(date +%s%N)
+    target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence >/dev/null
+    waited=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "${url%%:*}: first ID $waited ms after a fence of 800 ms"
+    [ "$waited" -ge 700 ]
+  done
+elif [ "${GRANTID_REQUIRE_SERVICES:-0}" = 1 ]; then
+  echo "the etcd authority's tests need protoc (apt-get install protobuf-compiler)" >&2
+  exit 1
+fi

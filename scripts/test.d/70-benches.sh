@@ -68,10 +68,10 @@ if grep -q 'not installed' "$scratch/node.txt"; then
   exit 1
 fi
 
-echo "--- PostgreSQL authority: pg_grant_bench, 1 s per client count"
+echo "--- PostgreSQL and MariaDB authorities: pg_grant_bench, 1 s per client count"
 if [ -n "${GRANTID_TEST_POSTGRES_URL:-}" ]; then
   GRANTID_BENCH_SECS=1 cargo run -q -p grantid-authority --example pg_grant_bench -- \
-    "$GRANTID_TEST_POSTGRES_URL" 1 8
+    "$GRANTID_TEST_POSTGRES_URL" ${GRANTID_TEST_MYSQL_URL:+"$GRANTID_TEST_MYSQL_URL"} 1 8
 elif [ "${GRANTID_REQUIRE_SERVICES:-0}" = 1 ]; then
   echo "GRANTID_TEST_POSTGRES_URL is not set (scripts/lib/services.sh starts PostgreSQL)" >&2
   exit 1

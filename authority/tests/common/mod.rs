@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use grantid::{Clock, Grant, GrantRequest, GrantSource, Layout};
-use grantid_authority::{FileAuthority, Options, PgAuthority, RedisAuthority};
+use grantid_authority::{FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority};
 
 /// A server URL from the environment, or `None` (with a note) when the test
 /// should skip. Under `GRANTID_REQUIRE_SERVICES=1` a missing URL fails.
@@ -23,32 +23,75 @@ pub fn service(var: &str) -> Option<String> {
     }
 }
 
-/// The test PostgreSQL, declared a new deployment once (so its first use
-/// does not start a state-loss quarantine).
-pub fn postgres_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_POSTGRES_URL")?;
-    DECLARED.call_once(|| {
+/// The test server named by `var`, declared a new deployment once per
+/// process (so its first use does not start a state-loss quarantine).
+fn declared(var: &'static str) -> Option<String> {
+    static DECLARED: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let url = service(var)?;
+    let mut done = DECLARED.lock().unwrap_or_else(|p| p.into_inner());
+    if !done.contains(&var) {
         grantid_authority::open(&url)
             .unwrap()
             .init_new_deployment()
             .unwrap();
-    });
+        done.push(var);
+    }
     Some(url)
 }
 
-/// The test Redis, declared a new deployment once (so its first use does
-/// not start a state-loss quarantine).
+/// The test PostgreSQL (GRANTID_TEST_POSTGRES_URL), declared new.
+pub fn postgres_url() -> Option<String> {
+    declared("GRANTID_TEST_POSTGRES_URL")
+}
+
+/// The test Redis (GRANTID_TEST_REDIS_URL), declared new.
 pub fn redis_url() -> Option<String> {
-    static DECLARED: std::sync::Once = std::sync::Once::new();
-    let url = service("GRANTID_TEST_REDIS_URL")?;
-    DECLARED.call_once(|| {
-        grantid_authority::open(&url)
-            .unwrap()
-            .init_new_deployment()
-            .unwrap();
-    });
-    Some(url)
+    declared("GRANTID_TEST_REDIS_URL")
+}
+
+/// The test MySQL / MariaDB (GRANTID_TEST_MYSQL_URL), declared new.
+pub fn mysql_url() -> Option<String> {
+    declared("GRANTID_TEST_MYSQL_URL")
+}
+
+/// The test etcd (GRANTID_TEST_ETCD_URL), declared new.
+#[cfg(feature = "etcd")]
+pub fn etcd_url() -> Option<String> {
+    declared("GRANTID_TEST_ETCD_URL")
+}
+
+/// Runs `sql` on the MySQL server of `url` (`mysql://USER@HOST:PORT/DB`)
+/// with the `mariadb` command-line client (which the server's package
+/// brings); returns its tab-separated output, without column names.
+pub fn mariadb_cli(url: &str, sql: &str) -> String {
+    let rest = url.strip_prefix("mysql://").expect("a mysql:// URL");
+    let (user, rest) = rest.split_once('@').expect("USER@");
+    let (hostport, db) = rest.split_once('/').expect("/DB");
+    let db = db.split('?').next().unwrap_or_default();
+    let (host, port) = hostport.split_once(':').expect("HOST:PORT");
+    let out = std::process::Command::new("mariadb")
+        .args([
+            "--no-defaults",
+            "-N",
+            "-B",
+            "-u",
+            user,
+            "-h",
+            host,
+            "-P",
+            port,
+            db,
+            "-e",
+            sql,
+        ])
+        .output()
+        .expect("the mariadb client");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
@@ -111,6 +154,9 @@ pub enum Kind {
     File,
     Postgres,
     Redis,
+    Mysql,
+    #[cfg(feature = "etcd")]
+    Etcd,
 }
 
 /// A source of `kind` whose authority time is `clock`, with `grace_ms` of
@@ -119,6 +165,12 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
     let options = Options {
         lease_grace_ms: grace_ms,
         ..Options::default()
+    };
+    // The rule's cases step the clock by hours: no bounded lead for the
+    // engines that have one (tests/state_loss.rs covers it).
+    let unbounded = Options {
+        max_lead_ms: 1 << 40,
+        ..options.clone()
     };
     Some(match kind {
         Kind::Memory => Box::new(
@@ -159,6 +211,17 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
             )
             .unwrap()
             .with_injected_clock(clock),
+        ),
+        Kind::Mysql => Box::new(
+            MysqlAuthority::new(&mysql_url()?.replace("mariadb://", "mysql://"), unbounded)
+                .unwrap()
+                .with_injected_clock(clock),
+        ),
+        #[cfg(feature = "etcd")]
+        Kind::Etcd => Box::new(
+            grantid_authority::EtcdAuthority::from_url(&etcd_url()?, unbounded)
+                .unwrap()
+                .with_injected_clock(clock),
         ),
     })
 }

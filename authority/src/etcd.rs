@@ -1,0 +1,920 @@
+//! The etcd authority, `etcd://HOST:PORT[,HOST:PORT...]` (feature `etcd`):
+//! the allocation rule as optimistic transactions on etcd's keys.
+//!
+//! Each grant reads the store record, the namespace's layout and the
+//! worker record(s) in one read-only transaction (one revision), decides by
+//! the rule, then writes in one transaction that compares the `mod_revision`
+//! of every key it decided on (`create_revision == 0` for a key it creates):
+//! if any changed meanwhile the write does nothing and the grant is decided
+//! again from fresh reads, within `timeout_ms`. A first grant (no worker
+//! asked for) also rewrites the layout record, so first grants of a
+//! namespace are serialised on it; renewals of different workers do not
+//! conflict. Keys (the namespace with `/` written `%2F`):
+//!
+//! * `grantid/store`: the store-wide state-loss record (cluster id,
+//!   quarantine, reason);
+//! * `grantid/ns/<ns>/layout`: the layout and `next_unused`;
+//! * `grantid/ns/<ns>/w/<worker>`: holder, lease expiry, high-water, fencing
+//!   epoch (the `grant_id`) and the last grant with its (incarnation,
+//!   request_id), which answers a retry.
+//!
+//! Values are JSON. etcd's own history of each worker key (its revisions,
+//! until compaction) is the grant log. Authority time is this host's clock
+//! (etcd has no clock to read): hosts' clocks must agree within
+//! `clock_skew_ms`, which every quarantine adds. Lease expiry is explicit
+//! (ticks in the worker record), as in the other authorities; no etcd lease
+//! is used, so a grant costs two round trips and no keep-alive traffic.
+//!
+//! State loss (docs/AUTHORITIES.md, "etcd"): a missing store record, a
+//! cluster id other than the recorded one, or a revision lower than one
+//! this process has already seen from the cluster (the data went back: a
+//! restore of a snapshot or of a data directory) start a quarantine of
+//! `max_lead_ms + clock_skew_ms` before anything is granted.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, ResponseHeader, Txn, TxnOp,
+    TxnOpResponse,
+};
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use serde::{Deserialize, Serialize};
+
+use crate::blocking::{Blocking, Work};
+use crate::url::Options;
+use crate::{Authority, WorkerStatus};
+
+/// The key of the store-wide state-loss record.
+pub const STORE_KEY: &str = "grantid/store";
+/// The prefix of every namespace's keys.
+const NS_PREFIX: &str = "grantid/ns/";
+/// Pause between two attempts of a transaction that lost a race.
+const RETRY_PAUSE: Duration = Duration::from_millis(2);
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoreRecord {
+    cluster_id: u64,
+    epoch: u64,
+    quarantine_until_ms: u64,
+    reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct LayoutRecord {
+    timestamp_bits: u8,
+    worker_bits: u8,
+    sequence_bits: u8,
+    epoch_ms: u64,
+    tick_ms: u64,
+    next_unused: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct LastGrant {
+    incarnation: u64,
+    request_id: u64,
+    start: u64,
+    end: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct WorkerRecord {
+    holder: Option<u64>,
+    lease_expiry: u64,
+    high_water: u64,
+    fencing: u64,
+    last: Option<LastGrant>,
+}
+
+/// A decoded key with the revision it was read at (0: absent).
+struct Read<T> {
+    value: Option<T>,
+    mod_revision: i64,
+}
+
+impl<T> Read<T> {
+    /// The compare that holds while the key is as read.
+    fn unchanged(&self, key: &str) -> Compare {
+        if self.value.is_some() {
+            Compare::mod_revision(key, CompareOp::Equal, self.mod_revision)
+        } else {
+            Compare::create_revision(key, CompareOp::Equal, 0)
+        }
+    }
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
+    GrantError::Unavailable(format!("etcd: {what}: {e}"))
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, GrantError> {
+    serde_json::from_slice(kv.value()).map_err(|e| {
+        unavailable(
+            "malformed record",
+            format!("{}: {e}", String::from_utf8_lossy(kv.key())),
+        )
+    })
+}
+
+fn read_one<T: for<'de> Deserialize<'de>>(kvs: &[KeyValue]) -> Result<Read<T>, GrantError> {
+    match kvs.first() {
+        Some(kv) => Ok(Read {
+            value: Some(decode(kv)?),
+            mod_revision: kv.mod_revision(),
+        }),
+        None => Ok(Read {
+            value: None,
+            mod_revision: 0,
+        }),
+    }
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+/// `grantid/ns/<ns>/`: the namespace's key prefix (`/` written `%2F`, so
+/// one namespace's prefix is never another's).
+fn ns_prefix(namespace: &str) -> String {
+    format!("{NS_PREFIX}{}/", namespace.replace('/', "%2F"))
+}
+
+fn worker_key(prefix: &str, worker: u64) -> String {
+    format!("{prefix}w/{worker}")
+}
+
+/// What a transaction of reads returned: its header and each get's pairs.
+struct Snapshot {
+    cluster_id: u64,
+    revision: i64,
+    gets: Vec<Vec<KeyValue>>,
+}
+
+/// The header and get results of a transaction; a malformed answer (a get
+/// without its response, which etcd-client would panic on) is `Unavailable`.
+fn snapshot(resp: &etcd_client::TxnResponse) -> Result<Snapshot, GrantError> {
+    let header: &ResponseHeader = resp
+        .header()
+        .ok_or_else(|| unavailable("malformed answer", "no header"))?;
+    let ops = std::panic::catch_unwind(AssertUnwindSafe(|| resp.op_responses()))
+        .map_err(|_| unavailable("malformed answer", "a transaction answer without a result"))?;
+    let gets = ops
+        .into_iter()
+        .map(|op| match op {
+            TxnOpResponse::Get(g) => Ok(g.kvs().to_vec()),
+            _ => Err(unavailable("malformed answer", "not a get")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Snapshot {
+        cluster_id: header.cluster_id(),
+        revision: header.revision(),
+        gets,
+    })
+}
+
+fn ticks(ms: u64, layout: &Layout) -> u64 {
+    ms.saturating_sub(layout.epoch_ms()) / layout.tick_ms()
+}
+
+/// The etcd authority. See the module docs.
+pub struct EtcdAuthority {
+    endpoints: Vec<String>,
+    ctx: Arc<Ctx>,
+    conn: Blocking<Client>,
+}
+
+/// What a call needs besides the client (shared with the call's future).
+struct Ctx {
+    options: Options,
+    clock: Option<Arc<dyn Clock>>,
+    /// The highest revision seen from the cluster by this process: a lower
+    /// one later means the data went back in time.
+    seen_revision: AtomicI64,
+}
+
+impl std::fmt::Debug for EtcdAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdAuthority")
+            .field("endpoints", &self.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One decision of [`EtcdAuthority::attempt`].
+enum Step {
+    Answer(Result<Grant, GrantError>),
+    /// A compared key changed between the reads and the write: decide again.
+    Again,
+}
+
+impl EtcdAuthority {
+    /// A client of the cluster at `endpoints` (`HOST:PORT` each). Does not
+    /// connect.
+    pub fn new(endpoints: Vec<String>, options: Options) -> Result<EtcdAuthority, Error> {
+        if endpoints.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "authority URL: expected etcd://HOST:PORT[,HOST:PORT...]",
+            ));
+        }
+        Ok(EtcdAuthority {
+            endpoints,
+            ctx: Arc::new(Ctx {
+                options,
+                clock: None,
+                seen_revision: AtomicI64::new(0),
+            }),
+            conn: Blocking::new("etcd"),
+        })
+    }
+
+    /// Parses an `etcd://` URL (without grantid's options, which are taken
+    /// from `options`).
+    pub fn from_url(url: &str, options: Options) -> Result<EtcdAuthority, Error> {
+        match crate::url::parse(url)?.target {
+            crate::url::Target::Etcd(endpoints) => EtcdAuthority::new(endpoints, options),
+            other => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("not an etcd URL: {other:?}"),
+            )),
+        }
+    }
+
+    /// Replaces this host's clock by `clock`: for tests and fault injection.
+    pub fn with_injected_clock(mut self, clock: Arc<dyn Clock>) -> EtcdAuthority {
+        self.ctx = Arc::new(Ctx {
+            options: self.ctx.options.clone(),
+            clock: Some(clock),
+            seen_revision: AtomicI64::new(0),
+        });
+        self
+    }
+
+    /// Runs `op` on this process's client (connecting first if needed),
+    /// within one deadline of `timeout_ms`.
+    fn call<T: Send + 'static>(
+        &self,
+        what: &str,
+        op: impl for<'a> FnOnce(&'a mut Client) -> Work<'a, T> + Send + 'static,
+    ) -> Result<T, GrantError> {
+        let endpoints: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| format!("http://{e}"))
+            .collect();
+        let t = self.ctx.options.timeout;
+        self.conn.call(t, what, move |slot| {
+            Box::pin(async move {
+                let client = match slot {
+                    Some(c) => c,
+                    None => {
+                        let options = ConnectOptions::new()
+                            .with_connect_timeout(t)
+                            .with_timeout(t)
+                            .with_keep_alive(t, t);
+                        let c = Client::connect(endpoints, Some(options))
+                            .await
+                            .map_err(|e| unavailable("cannot connect", e))?;
+                        slot.insert(c)
+                    }
+                };
+                op(client).await
+            })
+        })
+    }
+}
+
+impl Ctx {
+    fn now_ms(&self) -> u64 {
+        match &self.clock {
+            Some(c) => c.now_ms(),
+            None => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        }
+    }
+
+    /// Checks the revision against the highest one seen; returns why the
+    /// data went back, if it did.
+    fn revision_went_back(&self, revision: i64) -> Option<String> {
+        let seen = self.seen_revision.fetch_max(revision, Ordering::AcqRel);
+        (revision < seen).then(|| {
+            format!(
+                "the cluster's revision went back from {seen} to {revision} (a restore of a \
+                 snapshot or a data directory)"
+            )
+        })
+    }
+
+    /// The quarantine a store needs, if any: a missing record, another
+    /// cluster id, or a revision that went back.
+    fn loss(&self, store: &Read<StoreRecord>, snap: &Snapshot) -> Option<String> {
+        let back = self.revision_went_back(snap.revision);
+        match &store.value {
+            None => Some("the store had no grantid state (never used, or lost)".into()),
+            Some(s) if s.cluster_id != snap.cluster_id => Some(format!(
+                "the cluster id changed from {:x} to {:x} (another cluster, or one rebuilt)",
+                s.cluster_id, snap.cluster_id
+            )),
+            Some(_) => back,
+        }
+    }
+
+    /// Writes a quarantine until `now + max_lead + skew` (extending any
+    /// longer one). Returns false when the record changed meanwhile. The
+    /// store's history starts again from the revision of this write: the
+    /// quarantine covers whatever the revisions seen before stood for.
+    async fn quarantine(
+        &self,
+        client: &mut Client,
+        store: &Read<StoreRecord>,
+        cluster_id: u64,
+        now_ms: u64,
+        reason: String,
+    ) -> Result<bool, GrantError> {
+        let hold_ms = self.hold_ms();
+        let old = store.value.as_ref();
+        let record = StoreRecord {
+            cluster_id,
+            epoch: old.map_or(1, |s| s.epoch + 1),
+            quarantine_until_ms: old
+                .map_or(0, |s| s.quarantine_until_ms)
+                .max(now_ms.saturating_add(hold_ms)),
+            reason,
+        };
+        let txn = Txn::new()
+            .when([store.unchanged(STORE_KEY)])
+            .and_then([TxnOp::put(STORE_KEY, encode(&record), None)]);
+        let resp = client
+            .txn(txn)
+            .await
+            .map_err(|e| unavailable("cannot write the quarantine", e))?;
+        if resp.succeeded()
+            && let Some(h) = resp.header()
+        {
+            self.seen_revision.store(h.revision(), Ordering::Release);
+        }
+        Ok(resp.succeeded())
+    }
+
+    fn hold_ms(&self) -> u64 {
+        self.options
+            .max_lead_ms
+            .saturating_add(self.options.clock_skew_ms)
+    }
+
+    /// One decision and write of the rule (module docs).
+    async fn attempt(
+        &self,
+        client: &mut Client,
+        request: &GrantRequest,
+        now_ms: u64,
+    ) -> Result<Step, GrantError> {
+        let l = request.layout;
+        let prefix = ns_prefix(&request.namespace);
+        let layout_key = format!("{prefix}layout");
+        let worker_get = match request.worker {
+            Some(w) => TxnOp::get(worker_key(&prefix, u64::from(w)), None),
+            None => TxnOp::get(format!("{prefix}w/"), Some(GetOptions::new().with_prefix())),
+        };
+        let reads = Txn::new().and_then([
+            TxnOp::get(STORE_KEY, None),
+            TxnOp::get(layout_key.as_str(), None),
+            worker_get,
+        ]);
+        let resp = client
+            .txn(reads)
+            .await
+            .map_err(|e| unavailable("cannot read", e))?;
+        let snap = snapshot(&resp)?;
+        let [store_kvs, layout_kvs, worker_kvs] = &snap.gets[..] else {
+            return Err(unavailable("malformed answer", "expected three results"));
+        };
+        let store: Read<StoreRecord> = read_one(store_kvs)?;
+        let wait = |why: String| {
+            Ok(Step::Answer(Err(GrantError::Unavailable(format!(
+                "namespace {:?}: {why}",
+                request.namespace
+            )))))
+        };
+
+        // State loss: nothing is granted while the store is quarantined.
+        if let Some(reason) = self.loss(&store, &snap) {
+            let until = now_ms.saturating_add(self.hold_ms());
+            if !self
+                .quarantine(client, &store, snap.cluster_id, now_ms, reason.clone())
+                .await?
+            {
+                return Ok(Step::Again);
+            }
+            return wait(format!(
+                "quarantine: {reason}; no grant before Unix ms {until} ({} ms from now), when \
+                 every interval granted before it has ended",
+                until - now_ms
+            ));
+        }
+        if let Some(s) = &store.value
+            && now_ms < s.quarantine_until_ms
+        {
+            return wait(format!(
+                "quarantine: {}; no grant before Unix ms {} ({} ms from now), when every \
+                 interval granted before it has ended",
+                s.reason,
+                s.quarantine_until_ms,
+                s.quarantine_until_ms - now_ms
+            ));
+        }
+
+        // The workers read, by number.
+        let mut workers: Vec<(u64, Read<WorkerRecord>)> = Vec::new();
+        for kv in worker_kvs {
+            let key = String::from_utf8_lossy(kv.key());
+            let Some(n) = key.rsplit('/').next().and_then(|n| n.parse::<u64>().ok()) else {
+                continue;
+            };
+            workers.push((
+                n,
+                Read {
+                    value: Some(decode(kv)?),
+                    mod_revision: kv.mod_revision(),
+                },
+            ));
+        }
+
+        // A retry gets the recorded grant.
+        for (n, w) in &workers {
+            if let Some(rec) = &w.value
+                && let Some(last) = rec.last
+                && last.incarnation == request.incarnation
+                && last.request_id == request.request_id
+            {
+                return Ok(Step::Answer(Ok(Grant {
+                    namespace: request.namespace.clone(),
+                    worker: u32::try_from(*n).map_err(|e| unavailable("malformed worker", e))?,
+                    incarnation: request.incarnation,
+                    grant_id: rec.fencing,
+                    start: last.start,
+                    end: last.end,
+                })));
+            }
+        }
+
+        // The namespace, registered with its layout on first use.
+        let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
+        let asked = LayoutRecord {
+            timestamp_bits: l.timestamp_bits(),
+            worker_bits: l.worker_bits(),
+            sequence_bits: l.sequence_bits(),
+            epoch_ms: l.epoch_ms(),
+            tick_ms: l.tick_ms(),
+            next_unused: 0,
+        };
+        let mut ns = match &layout.value {
+            Some(have) => {
+                let same = LayoutRecord {
+                    next_unused: have.next_unused,
+                    ..asked.clone()
+                };
+                if *have != same {
+                    return Ok(Step::Answer(Err(GrantError::Refused(format!(
+                        "namespace {:?} is registered with another layout ({}/{}/{} bits, \
+                         epoch {} ms, tick {} ms)",
+                        request.namespace,
+                        have.timestamp_bits,
+                        have.worker_bits,
+                        have.sequence_bits,
+                        have.epoch_ms,
+                        have.tick_ms
+                    )))));
+                }
+                have.clone()
+            }
+            None => asked,
+        };
+        let now = ticks(now_ms, &l);
+        let count = 1u64 << l.worker_bits();
+        let limit = l.timestamp_limit();
+
+        let (worker, current) = match request.worker {
+            Some(w) => {
+                let w = u64::from(w);
+                if w >= count {
+                    return Ok(Step::Answer(Err(GrantError::Refused(format!(
+                        "namespace {:?}: worker {w} is outside the namespace's {count} workers",
+                        request.namespace
+                    )))));
+                }
+                let current = workers.pop().map_or(
+                    Read {
+                        value: None,
+                        mod_revision: 0,
+                    },
+                    |(_, r)| r,
+                );
+                if let Some(rec) = &current.value
+                    && let Some(h) = rec.holder
+                    && h != request.incarnation
+                    && rec.lease_expiry > now
+                {
+                    return Ok(Step::Answer(Err(GrantError::Lost(format!(
+                        "namespace {:?}: worker {w} is held by incarnation {h} until tick {}",
+                        request.namespace, rec.lease_expiry
+                    )))));
+                }
+                (w, current)
+            }
+            None => {
+                // Never-used workers first.
+                let mut chosen = None;
+                while chosen.is_none() && ns.next_unused < count {
+                    let cand = ns.next_unused;
+                    ns.next_unused += 1;
+                    if !workers.iter().any(|(n, _)| *n == cand) {
+                        chosen = Some(cand);
+                    }
+                }
+                match chosen {
+                    Some(w) => (
+                        w,
+                        Read {
+                            value: None,
+                            mod_revision: 0,
+                        },
+                    ),
+                    None => {
+                        // Then the one rule of docs/AUTHORITIES.md ("Which
+                        // worker"): usable now first, else the nearest
+                        // high-water; released before expired; the longest
+                        // released or expired; the lowest number.
+                        let best = workers
+                            .iter()
+                            .enumerate()
+                            .filter_map(|(i, (n, r))| {
+                                let rec = r.value.as_ref()?;
+                                let free = rec.holder.is_none() || rec.lease_expiry <= now;
+                                (*n < count && free).then(|| {
+                                    let ahead = rec.high_water > now;
+                                    let key = (
+                                        ahead,
+                                        if ahead { rec.high_water } else { 0 },
+                                        rec.holder.is_some(),
+                                        rec.lease_expiry,
+                                        *n,
+                                    );
+                                    (key, i)
+                                })
+                            })
+                            .min();
+                        let Some((key, i)) = best else {
+                            return Ok(Step::Answer(Err(GrantError::Lost(format!(
+                                "namespace {:?}: no free worker among the namespace's {count} \
+                                 workers",
+                                request.namespace
+                            )))));
+                        };
+                        // A first grant starts at most 100 ms ahead of the
+                        // clock (the generator's default max_wait).
+                        let hw = key.1;
+                        if hw > now + 100u64.div_ceil(l.tick_ms()) {
+                            return wait(format!(
+                                "every free worker's high-water is ahead of the clock: the \
+                                 nearest, worker {}, by {} ticks; a first grant waits for it",
+                                key.4,
+                                hw - now
+                            ));
+                        }
+                        let (n, r) = workers.swap_remove(i);
+                        (n, r)
+                    }
+                }
+            }
+        };
+
+        // The grant: after every interval ever granted for the worker.
+        let rec = current.value.clone().unwrap_or_default();
+        let start = rec.high_water.max(now).max(request.not_before.min(limit));
+        let mut end = start
+            .saturating_add(request.duration.clamp(1, limit))
+            .min(limit);
+        if start >= end {
+            return Ok(Step::Answer(Err(GrantError::Lost(format!(
+                "namespace {:?}: worker {worker} has no timestamp space left (high-water {})",
+                request.namespace, rec.high_water
+            )))));
+        }
+        // The bounded lead: no grant ends more than max_lead after the clock.
+        end = end.min(now.saturating_add(self.options.max_lead_ms / l.tick_ms()));
+        if start >= end {
+            return wait(format!(
+                "worker {worker}: a grant from tick {start} would end more than max_lead ({} \
+                 ms) after the clock",
+                self.options.max_lead_ms
+            ));
+        }
+        let grace = self.options.lease_grace_ms.div_ceil(l.tick_ms());
+        let fencing = rec.fencing + 1;
+        let next = WorkerRecord {
+            holder: Some(request.incarnation),
+            lease_expiry: end.saturating_add(grace),
+            high_water: end,
+            fencing,
+            last: Some(LastGrant {
+                incarnation: request.incarnation,
+                request_id: request.request_id,
+                start,
+                end,
+            }),
+        };
+        let wkey = worker_key(&prefix, worker);
+        let mut compares = vec![store.unchanged(STORE_KEY), current.unchanged(&wkey)];
+        let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
+        if request.worker.is_none() || layout.value.is_none() {
+            compares.push(layout.unchanged(&layout_key));
+            puts.push(TxnOp::put(layout_key.as_str(), encode(&ns), None));
+        }
+        let resp = client
+            .txn(Txn::new().when(compares).and_then(puts))
+            .await
+            .map_err(|e| unavailable("cannot write the grant", e))?;
+        if let Some(h) = resp.header() {
+            self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
+        }
+        if !resp.succeeded() {
+            return Ok(Step::Again);
+        }
+        Ok(Step::Answer(Ok(Grant {
+            namespace: request.namespace.clone(),
+            worker: u32::try_from(worker).map_err(|e| unavailable("malformed worker", e))?,
+            incarnation: request.incarnation,
+            grant_id: fencing,
+            start,
+            end,
+        })))
+    }
+
+    /// Reads the store record (with the cluster id and revision).
+    async fn read_store(client: &mut Client) -> Result<(Read<StoreRecord>, Snapshot), GrantError> {
+        let resp = client
+            .txn(Txn::new().and_then([TxnOp::get(STORE_KEY, None)]))
+            .await
+            .map_err(|e| unavailable("cannot read", e))?;
+        let snap = snapshot(&resp)?;
+        let store = read_one(snap.gets.first().map_or(&[][..], |v| &v[..]))?;
+        Ok((store, snap))
+    }
+}
+
+impl GrantSource for EtcdAuthority {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
+        let l = request.layout;
+        if l.timestamp_bits() > 62 {
+            return Err(GrantError::Refused(
+                "the etcd authority supports at most 62 timestamp bits".into(),
+            ));
+        }
+        let ctx = Arc::clone(&self.ctx);
+        let request = request.clone();
+        self.call("acquire failed", move |c| {
+            Box::pin(async move {
+                loop {
+                    match ctx.attempt(c, &request, ctx.now_ms()).await? {
+                        Step::Answer(a) => return Ok(a),
+                        Step::Again => tokio::time::sleep(RETRY_PAUSE).await,
+                    }
+                }
+            })
+        })?
+    }
+
+    fn release(&self, last: &Grant) {
+        let prefix = ns_prefix(&last.namespace);
+        let key = worker_key(&prefix, u64::from(last.worker));
+        let layout_key = format!("{prefix}layout");
+        let incarnation = last.incarnation;
+        let now_ms = self.ctx.now_ms();
+        let _ = self.call("release failed", move |c| {
+            Box::pin(async move {
+                for _ in 0..8 {
+                    let resp = c
+                        .txn(Txn::new().and_then([
+                            TxnOp::get(key.as_str(), None),
+                            TxnOp::get(layout_key.as_str(), None),
+                        ]))
+                        .await
+                        .map_err(|e| unavailable("cannot read", e))?;
+                    let snap = snapshot(&resp)?;
+                    let [w, lay] = &snap.gets[..] else {
+                        return Err(unavailable("malformed answer", "expected two results"));
+                    };
+                    let current: Read<WorkerRecord> = read_one(w)?;
+                    let layout: Read<LayoutRecord> = read_one(lay)?;
+                    let (Some(mut rec), Some(lay)) = (current.value.clone(), layout.value) else {
+                        return Ok(());
+                    };
+                    if rec.holder != Some(incarnation) {
+                        return Ok(());
+                    }
+                    let now = now_ms.saturating_sub(lay.epoch_ms) / lay.tick_ms.max(1);
+                    rec.holder = None;
+                    rec.lease_expiry = rec.lease_expiry.min(now);
+                    let resp = c
+                        .txn(
+                            Txn::new()
+                                .when([current.unchanged(&key)])
+                                .and_then([TxnOp::put(key.as_str(), encode(&rec), None)]),
+                        )
+                        .await
+                        .map_err(|e| unavailable("cannot write", e))?;
+                    if resp.succeeded() {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            })
+        });
+    }
+}
+
+impl Authority for EtcdAuthority {
+    fn init(&self) -> Result<String, Error> {
+        let (version, cluster_id, revision, store) = self
+            .call("init failed", |c| {
+                Box::pin(async move {
+                    let status = c
+                        .status()
+                        .await
+                        .map_err(|e| unavailable("cannot read the member status", e))?;
+                    let (store, snap) = Ctx::read_store(c).await?;
+                    Ok((
+                        status.version().to_owned(),
+                        snap.cluster_id,
+                        snap.revision,
+                        store.value,
+                    ))
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(format!(
+            "etcd {version}, cluster id {cluster_id:x}, revision {revision}: nothing to create \
+             (keys under grantid/ are written on first use); store record {}",
+            match store {
+                Some(s) => format!(
+                    "present (epoch {}, quarantine until Unix ms {})",
+                    s.epoch, s.quarantine_until_ms
+                ),
+                None => "missing: the first grant starts a quarantine".into(),
+            }
+        ))
+    }
+
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        let report = self.init()?;
+        let created = self
+            .call("new deployment failed", |c| {
+                Box::pin(async move {
+                    let (store, snap) = Ctx::read_store(c).await?;
+                    if store.value.is_some() {
+                        return Ok(false);
+                    }
+                    let record = StoreRecord {
+                        cluster_id: snap.cluster_id,
+                        epoch: 1,
+                        quarantine_until_ms: 0,
+                        reason: "new deployment (operator)".into(),
+                    };
+                    let resp = c
+                        .txn(
+                            Txn::new()
+                                .when([store.unchanged(STORE_KEY)])
+                                .and_then([TxnOp::put(STORE_KEY, encode(&record), None)]),
+                        )
+                        .await
+                        .map_err(|e| unavailable("cannot write", e))?;
+                    Ok(resp.succeeded())
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(if created {
+            "declared a new deployment: no quarantine; ".to_owned() + &report
+        } else {
+            format!("{report}; the store already holds grantid state: nothing declared")
+        })
+    }
+
+    fn fence(&self) -> Result<String, Error> {
+        let now_ms = self.ctx.now_ms();
+        let hold = self.ctx.hold_ms();
+        let ctx = Arc::clone(&self.ctx);
+        let until = self
+            .call("fence failed", move |c| {
+                Box::pin(async move {
+                    loop {
+                        let (store, snap) = Ctx::read_store(c).await?;
+                        let cluster = store
+                            .value
+                            .as_ref()
+                            .map_or(snap.cluster_id, |s| s.cluster_id);
+                        let until = store
+                            .value
+                            .as_ref()
+                            .map_or(0, |s| s.quarantine_until_ms)
+                            .max(now_ms + hold);
+                        if ctx
+                            .quarantine(c, &store, cluster, now_ms, "fenced by the operator".into())
+                            .await?
+                        {
+                            return Ok(until);
+                        }
+                    }
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(format!(
+            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
+             before every interval granted so far has ended",
+            self.ctx.options.max_lead_ms, self.ctx.options.clock_skew_ms
+        ))
+    }
+
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        let prefix = namespace.map_or_else(|| NS_PREFIX.to_owned(), ns_prefix);
+        let kvs = self
+            .call("cannot read", move |c| {
+                Box::pin(async move {
+                    let resp = c
+                        .get(prefix, Some(GetOptions::new().with_prefix()))
+                        .await
+                        .map_err(|e| unavailable("cannot read", e))?;
+                    Ok(resp.kvs().to_vec())
+                })
+            })
+            .map_err(Error::from)?;
+        let mut layouts = std::collections::BTreeMap::new();
+        let mut workers = Vec::new();
+        for kv in &kvs {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            let Some((ns, rest)) = key.strip_prefix(NS_PREFIX).and_then(|k| k.split_once('/'))
+            else {
+                continue;
+            };
+            let ns = ns.replace("%2F", "/");
+            if rest == "layout" {
+                let rec: LayoutRecord = decode(kv)?;
+                let layout = Layout::with_all(
+                    rec.timestamp_bits,
+                    rec.worker_bits,
+                    rec.sequence_bits,
+                    rec.epoch_ms,
+                    rec.tick_ms,
+                )?;
+                layouts.insert(ns, layout);
+            } else if let Some(n) = rest.strip_prefix("w/").and_then(|n| n.parse::<u32>().ok()) {
+                let rec: WorkerRecord = decode(kv)?;
+                workers.push((ns, n, rec));
+            }
+        }
+        let mut out: Vec<WorkerStatus> = workers
+            .into_iter()
+            .filter_map(|(ns, worker, rec)| {
+                let layout = *layouts.get(&ns)?;
+                Some(WorkerStatus {
+                    namespace: ns,
+                    layout,
+                    worker,
+                    holder: rec.holder,
+                    lease_expiry: rec.lease_expiry,
+                    high_water: rec.high_water,
+                    fencing: rec.fencing,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.namespace, a.worker).cmp(&(&b.namespace, b.worker)));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_prefixes_never_nest() {
+        assert_eq!(ns_prefix("a"), "grantid/ns/a/");
+        assert_eq!(ns_prefix("a/w"), "grantid/ns/a%2Fw/");
+        // Namespace "a"'s worker prefix is not a prefix of "a/w"'s keys.
+        assert!(!worker_key(&ns_prefix("a/w"), 1).starts_with(&format!("{}w/", ns_prefix("a"))));
+    }
+
+    #[test]
+    fn a_revision_that_goes_back_is_a_loss() {
+        let a = EtcdAuthority::new(vec!["127.0.0.1:1".into()], Options::default()).unwrap();
+        assert_eq!(a.ctx.revision_went_back(10), None);
+        assert_eq!(a.ctx.revision_went_back(12), None);
+        let why = a.ctx.revision_went_back(11).unwrap();
+        assert!(why.contains("from 12 to 11"), "{why}");
+    }
+}

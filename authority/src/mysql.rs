@@ -1,0 +1,477 @@
+//! The MySQL / MariaDB authority, `mysql://USER[:PASSWORD]@HOST:PORT/DATABASE`:
+//! one call of the stored procedure `grantid_acquire`
+//! (authority/sql/mysql_v1.sql) per grant, one InnoDB transaction.
+//!
+//! Authority time is the server's UTC clock. The connection (mysql_async,
+//! no TLS) is opened on first use, again after any error, and in a `fork()`
+//! child. Every call has a **client-side deadline** of `timeout_ms` covering
+//! connecting, applying the schema and the statement (a frozen server costs
+//! one `timeout_ms`, then the connection is dropped and the answer is
+//! `Unavailable`); the session's `innodb_lock_wait_timeout` is set to the
+//! same bound (in whole seconds) so the server gives up too. The procedure
+//! refuses to grant on a server that may lose an acknowledged commit
+//! (`innodb_flush_log_at_trx_commit` other than 1; the binary log on with
+//! `sync_binlog` other than 1) and quarantines a database whose grantid
+//! state is missing or whose server identity changed (docs/AUTHORITIES.md,
+//! "MySQL / MariaDB").
+
+use std::sync::Arc;
+
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use mysql_async::prelude::{FromValue, Queryable};
+use mysql_async::{Conn, Opts, OptsBuilder, Row, Value};
+
+use crate::blocking::{Blocking, Work};
+use crate::url::Options;
+use crate::{Authority, WorkerStatus};
+
+/// The tables and procedures (authority/sql/mysql_v1.sql; schema version 1).
+pub const MYSQL_SQL_V1: &str = include_str!("../sql/mysql_v1.sql");
+
+/// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
+/// the script when the database lacks it.
+const SCHEMA_VERSION: i32 = 1;
+
+const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// The MySQL / MariaDB authority. See the module docs.
+pub struct MysqlAuthority {
+    opts: Opts,
+    options: Options,
+    clock: Option<Arc<dyn Clock>>,
+    conn: Blocking<Conn>,
+}
+
+impl std::fmt::Debug for MysqlAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlAuthority")
+            .field("host", &self.opts.ip_or_hostname())
+            .field("port", &self.opts.tcp_port())
+            .field("db", &self.opts.db_name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
+    GrantError::Unavailable(format!("mysql: {what}: {e}"))
+}
+
+/// The statements of a script for the command-line client: `DELIMITER X`
+/// lines switch the statement terminator; `--` comment lines are left out.
+fn statements(script: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut delimiter = ";".to_owned();
+    let mut current = String::new();
+    for line in script.lines() {
+        let trimmed = line.trim();
+        if let Some(d) = trimmed.strip_prefix("DELIMITER ") {
+            delimiter = d.trim().to_owned();
+            continue;
+        }
+        if trimmed.starts_with("--") || (trimmed.is_empty() && current.is_empty()) {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if trimmed.ends_with(delimiter.as_str()) {
+            let text = current.trim_end();
+            let text = text[..text.len() - delimiter.len()].trim();
+            if !text.is_empty() {
+                out.push(text.to_owned());
+            }
+            current.clear();
+        }
+    }
+    out
+}
+
+/// Applies [`MYSQL_SQL_V1`], one statement at a time, under a named lock of
+/// the server (so that concurrent first users do not race on DROP / CREATE
+/// PROCEDURE).
+async fn apply_schema(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
+    let locked: Option<Option<i64>> = c
+        .query_first(format!(
+            "SELECT GET_LOCK(CONCAT('grantid schema ', DATABASE()), {lock_secs})"
+        ))
+        .await
+        .map_err(|e| unavailable("cannot take the schema lock", e))?;
+    if locked.flatten() != Some(1) {
+        return Err(unavailable(
+            "cannot take the schema lock",
+            "GET_LOCK timed out (another client is applying the schema)",
+        ));
+    }
+    let mut result = Ok(());
+    for stmt in statements(MYSQL_SQL_V1) {
+        if let Err(e) = c.query_drop(stmt).await {
+            result = Err(unavailable("cannot apply the schema", e));
+            break;
+        }
+    }
+    let _ = c
+        .query_drop("DO RELEASE_LOCK(CONCAT('grantid schema ', DATABASE()))")
+        .await;
+    result
+}
+
+/// Applies the schema when `grantid_schema_version` lacks our version.
+async fn prepare(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
+    let ready = match c
+        .query_first::<Option<i32>, _>("SELECT MAX(version) FROM grantid_schema_version")
+        .await
+    {
+        Ok(v) => v.flatten().is_some_and(|v| v >= SCHEMA_VERSION),
+        // ER_NO_SUCH_TABLE: a database never used by grantid.
+        Err(mysql_async::Error::Server(e)) if e.code == 1146 => false,
+        Err(e) => return Err(unavailable("cannot read grantid_schema_version", e)),
+    };
+    if !ready {
+        apply_schema(c, lock_secs).await?;
+    }
+    Ok(())
+}
+
+fn column<T: FromValue>(row: &Row, i: usize) -> Result<T, GrantError> {
+    row.get_opt::<T, usize>(i)
+        .ok_or_else(|| unavailable("malformed answer", format!("no column {i}")))?
+        .map_err(|e| unavailable("malformed answer", e))
+}
+
+impl MysqlAuthority {
+    /// Parses a `mysql://` URL (without grantid's options; the driver
+    /// refuses keys it does not know). Does not connect.
+    pub fn new(url: &str, options: Options) -> Result<MysqlAuthority, Error> {
+        let invalid = |why: String| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("authority URL {:?}: {why}", crate::url::redact(url)),
+            )
+        };
+        let opts = Opts::from_url(url).map_err(|e| invalid(e.to_string()))?;
+        if opts.db_name().is_none_or(str::is_empty) {
+            return Err(invalid(
+                "no database: expected mysql://USER@HOST:PORT/DATABASE".into(),
+            ));
+        }
+        let lock_wait = options.timeout.as_millis().div_ceil(1000).max(1);
+        let opts: Opts = OptsBuilder::from_opts(opts)
+            .tcp_nodelay(true)
+            .prefer_socket(false)
+            .init(vec![format!(
+                "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
+            )])
+            .into();
+        Ok(MysqlAuthority {
+            opts,
+            options,
+            clock: None,
+            conn: Blocking::new("mysql"),
+        })
+    }
+
+    /// Replaces the server's clock by `clock` (passed as `p_now_ms`): for
+    /// tests and fault injection only.
+    pub fn with_injected_clock(mut self, clock: Arc<dyn Clock>) -> MysqlAuthority {
+        self.clock = Some(clock);
+        self
+    }
+
+    fn now_ms(&self) -> Option<i64> {
+        self.clock.as_ref().map(|c| c.now_ms() as i64)
+    }
+
+    fn lock_secs(&self) -> u64 {
+        self.options.timeout.as_millis().div_ceil(1000).max(1) as u64
+    }
+
+    /// Runs `op` on this process's connection (connecting and preparing the
+    /// schema first if needed), within one deadline of `timeout_ms`.
+    fn call<T: Send + 'static>(
+        &self,
+        what: &str,
+        op: impl for<'a> FnOnce(&'a mut Conn) -> Work<'a, T> + Send + 'static,
+    ) -> Result<T, GrantError> {
+        let opts = self.opts.clone();
+        let lock_secs = self.lock_secs();
+        self.conn.call(self.options.timeout, what, move |slot| {
+            Box::pin(async move {
+                let conn = match slot {
+                    Some(c) => c,
+                    None => {
+                        let mut c = Conn::new(opts)
+                            .await
+                            .map_err(|e| unavailable("cannot connect", e))?;
+                        prepare(&mut c, lock_secs).await?;
+                        slot.insert(c)
+                    }
+                };
+                op(conn).await
+            })
+        })
+    }
+
+    /// The server's durability settings, checked: a server that may lose an
+    /// acknowledged commit is an error. Returns a one-line report.
+    async fn settings(c: &mut Conn) -> Result<Result<String, String>, mysql_async::Error> {
+        let row: Option<(String, i64, i64, i64, String)> = c
+            .query_first(
+                "SELECT @@version, @@innodb_flush_log_at_trx_commit, @@log_bin, @@sync_binlog, \
+                 @@binlog_format",
+            )
+            .await?;
+        c.query_drop("CALL grantid_identity(@grantid_identity)")
+            .await?;
+        let identity: Option<Option<String>> = c.query_first("SELECT @grantid_identity").await?;
+        let Some((version, flush, log_bin, sync_binlog, format)) = row else {
+            return Ok(Err("the server did not report its settings".into()));
+        };
+        if flush != 1 {
+            return Ok(Err(format!(
+                "innodb_flush_log_at_trx_commit = {flush}: an acknowledged grant could vanish in \
+                 a crash; grantid_acquire refuses to grant (set it to 1)"
+            )));
+        }
+        if log_bin == 1 && sync_binlog != 1 {
+            return Ok(Err(format!(
+                "the binary log is on with sync_binlog = {sync_binlog}: an acknowledged grant \
+                 could vanish in a crash of the host; grantid_acquire refuses to grant (set it \
+                 to 1)"
+            )));
+        }
+        Ok(Ok(format!(
+            "server {version}; innodb_flush_log_at_trx_commit = {flush}; log_bin = {}; \
+             sync_binlog = {sync_binlog}; binlog_format = {format}; identity {:?}",
+            if log_bin == 1 { "ON" } else { "OFF" },
+            identity.flatten().unwrap_or_default()
+        )))
+    }
+}
+
+impl GrantSource for MysqlAuthority {
+    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        crate::check_namespace(&request.namespace)?;
+        let l = request.layout;
+        if l.timestamp_bits() > 62
+            || l.epoch_ms() > i64::MAX as u64
+            || l.tick_ms() > i64::MAX as u64
+        {
+            return Err(GrantError::Refused(
+                "the MySQL authority supports at most 62 timestamp bits".into(),
+            ));
+        }
+        let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
+        let params: Vec<Value> = vec![
+            request.namespace.as_str().into(),
+            request.incarnation.into(),
+            request.request_id.into(),
+            request.worker.map(i64::from).into(),
+            (request.not_before.min(l.timestamp_limit()) as i64).into(),
+            (request.duration.clamp(1, l.timestamp_limit()) as i64).into(),
+            i64::from(l.timestamp_bits()).into(),
+            i64::from(l.worker_bits()).into(),
+            i64::from(l.sequence_bits()).into(),
+            (l.epoch_ms() as i64).into(),
+            (l.tick_ms() as i64).into(),
+            (grace as i64).into(),
+            (self.options.max_lead_ms.min(i64::MAX as u64 / 4) as i64).into(),
+            (self.options.clock_skew_ms.min(i64::MAX as u64 / 4) as i64).into(),
+            self.now_ms().into(),
+        ];
+        let row = self.call("grantid_acquire failed", |c| {
+            Box::pin(async move {
+                c.exec_first::<Row, _, _>(ACQUIRE, params)
+                    .await
+                    .map_err(|e| unavailable("grantid_acquire failed", e))
+            })
+        })?;
+        let row = row.ok_or_else(|| unavailable("malformed answer", "no row"))?;
+        let status: String = column(&row, 0)?;
+        if status != "granted" {
+            let message: Option<String> = column(&row, 5)?;
+            let why = format!(
+                "namespace {:?}: {}",
+                request.namespace,
+                message.unwrap_or_default()
+            );
+            return Err(match status.as_str() {
+                "lost" => GrantError::Lost(why),
+                "refused" => GrantError::Refused(why),
+                "wait" => GrantError::Unavailable(why),
+                _ => unavailable("malformed answer", format!("status {status:?}: {why}")),
+            });
+        }
+        let field = |i: usize| -> Result<u64, GrantError> {
+            let v: i64 = column(&row, i)?;
+            u64::try_from(v).map_err(|e| unavailable("malformed answer", e))
+        };
+        Ok(Grant {
+            namespace: request.namespace.clone(),
+            worker: u32::try_from(field(1)?).map_err(|e| unavailable("malformed worker", e))?,
+            incarnation: request.incarnation,
+            grant_id: field(2)?,
+            start: field(3)?,
+            end: field(4)?,
+        })
+    }
+
+    fn release(&self, last: &Grant) {
+        let params: Vec<Value> = vec![
+            last.namespace.as_str().into(),
+            i64::from(last.worker).into(),
+            last.incarnation.into(),
+            self.now_ms().into(),
+        ];
+        let _ = self.call("grantid_release failed", |c| {
+            Box::pin(async move {
+                c.exec_drop("CALL grantid_release(?, ?, ?, ?)", params)
+                    .await
+                    .map_err(|e| unavailable("grantid_release failed", e))
+            })
+        });
+    }
+}
+
+impl Authority for MysqlAuthority {
+    fn init(&self) -> Result<String, Error> {
+        let lock_secs = self.lock_secs();
+        let report = self
+            .call("cannot apply the schema", move |c| {
+                Box::pin(async move {
+                    apply_schema(c, lock_secs).await?;
+                    Self::settings(c)
+                        .await
+                        .map_err(|e| unavailable("cannot read the server's settings", e))
+                })
+            })
+            .map_err(Error::from)?
+            .map_err(|why| Error::new(ErrorKind::InvalidArgument, format!("mysql: {why}")))?;
+        Ok(format!(
+            "tables grantid_* version {SCHEMA_VERSION} are in place (namespaces, workers, \
+             grant_log, store; procedures grantid_acquire, grantid_release, grantid_fence, \
+             grantid_prune_grant_log); {report}"
+        ))
+    }
+
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        let report = self.init()?;
+        let created = self
+            .call("grantid_declare_new_deployment failed", |c| {
+                Box::pin(async move {
+                    c.query_first::<i64, _>("CALL grantid_declare_new_deployment()")
+                        .await
+                        .map_err(|e| unavailable("grantid_declare_new_deployment failed", e))
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(if created == Some(1) {
+            format!("{report}; declared a new deployment: no quarantine")
+        } else {
+            format!("{report}; the database already holds grantid state: nothing declared")
+        })
+    }
+
+    fn fence(&self) -> Result<String, Error> {
+        let params: Vec<Value> = vec![
+            self.now_ms().into(),
+            (self.options.max_lead_ms as i64).into(),
+            (self.options.clock_skew_ms as i64).into(),
+        ];
+        let until = self
+            .call("grantid_fence failed", |c| {
+                Box::pin(async move {
+                    c.exec_first::<i64, _, _>("CALL grantid_fence(?, ?, ?)", params)
+                        .await
+                        .map_err(|e| unavailable("grantid_fence failed", e))
+                })
+            })
+            .map_err(Error::from)?
+            .ok_or_else(|| Error::from(unavailable("grantid_fence failed", "no row")))?;
+        Ok(format!(
+            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
+             before every interval granted so far has ended",
+            self.options.max_lead_ms, self.options.clock_skew_ms
+        ))
+    }
+
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        let ns: Value = namespace.into();
+        let rows = self
+            .call("cannot read grantid_workers", |c| {
+                Box::pin(async move {
+                    c.exec::<Row, _, _>(
+                        "SELECT n.namespace, n.timestamp_bits, n.worker_bits, n.sequence_bits, \
+                                n.epoch_ms, n.tick_ms, w.worker, w.holder, w.lease_expiry, \
+                                w.high_water, w.fencing \
+                         FROM grantid_workers w JOIN grantid_namespaces n USING (namespace) \
+                         WHERE ? IS NULL OR n.namespace = ? \
+                         ORDER BY n.namespace, w.worker",
+                        (ns.clone(), ns),
+                    )
+                    .await
+                    .map_err(|e| unavailable("cannot read grantid_workers", e))
+                })
+            })
+            .map_err(Error::from)?;
+        rows.iter()
+            .map(|r| {
+                let layout = Layout::with_all(
+                    column::<u8>(r, 1)?,
+                    column::<u8>(r, 2)?,
+                    column::<u8>(r, 3)?,
+                    column::<u64>(r, 4)?,
+                    column::<u64>(r, 5)?,
+                )
+                .map_err(|e| unavailable("bad layout record", e))?;
+                Ok(WorkerStatus {
+                    namespace: column(r, 0)?,
+                    layout,
+                    worker: column(r, 6)?,
+                    holder: column(r, 7)?,
+                    lease_expiry: column(r, 8)?,
+                    high_water: column(r, 9)?,
+                    fencing: column(r, 10)?,
+                })
+            })
+            .collect::<Result<Vec<_>, GrantError>>()
+            .map_err(Error::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_script_splits_into_whole_statements() {
+        let all = statements(MYSQL_SQL_V1);
+        assert!(all.iter().all(|s| !s.contains("DELIMITER")));
+        let acquire = all
+            .iter()
+            .find(|s| s.starts_with("CREATE PROCEDURE grantid_acquire"))
+            .expect("the acquire procedure");
+        assert!(acquire.trim_end().ends_with("END"), "{acquire}");
+        assert!(acquire.contains("START TRANSACTION;"));
+        assert_eq!(
+            all.last().map(String::as_str),
+            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1)")
+        );
+        assert!(
+            MYSQL_SQL_V1.contains(&format!("VALUES ({SCHEMA_VERSION})")),
+            "SCHEMA_VERSION matches the script"
+        );
+    }
+
+    #[test]
+    fn urls_need_a_database_and_known_options() {
+        for (url, needle) in [
+            ("mysql://root@127.0.0.1:3306", "no database"),
+            ("mysql://root@127.0.0.1:3306/", "no database"),
+            ("mysql://root@127.0.0.1:3306/db?bogus=1", "bogus"),
+        ] {
+            let e = MysqlAuthority::new(url, Options::default()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{url}");
+            assert!(e.message().contains(needle), "{url}: {e}");
+        }
+        MysqlAuthority::new("mysql://root:pw@127.0.0.1:3306/db", Options::default()).unwrap();
+    }
+}

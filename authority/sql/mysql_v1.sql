@@ -309,6 +309,14 @@ BEGIN
             SET v_status = 'wait', v_message = CONCAT('quarantine: ', s_reason,
                 '; no grant before Unix ms ', s_q, ' (', s_q - v_ms,
                 ' ms from now), when every interval granted before it has ended');
+            IF p_worker IS NOT NULL THEN
+                -- A renewal: the worker's grants were made before what
+                -- started the quarantine; its generator stops issuing from
+                -- them and asks for a new worker, which waits it out.
+                SET v_status = 'lost', v_message = CONCAT('worker ', p_worker, ': ',
+                    v_message, '; the grants it holds came from before it: stop issuing ',
+                    'from them and acquire again');
+            END IF;
             LEAVE body;
         END IF;
 

@@ -401,7 +401,15 @@ impl Ctx {
             )))))
         };
 
-        // State loss: nothing is granted while the store is quarantined.
+        // State loss: nothing is granted while the store is quarantined, and
+        // a renewal loses its worker (its grants came from before the loss).
+        let gate = |why: String| match request.worker {
+            Some(w) => Ok(Step::Answer(Err(GrantError::Lost(format!(
+                "worker {w}: {why}; the grants it holds came from before it: stop issuing \
+                 from them and acquire again"
+            ))))),
+            None => wait(why),
+        };
         if let Some(reason) = self.loss(&store, &snap) {
             let until = now_ms.saturating_add(self.hold_ms());
             if !self
@@ -410,7 +418,7 @@ impl Ctx {
             {
                 return Ok(Step::Again);
             }
-            return wait(format!(
+            return gate(format!(
                 "quarantine: {reason}; no grant before Unix ms {until} ({} ms from now), when \
                  every interval granted before it has ended",
                 until - now_ms
@@ -419,7 +427,7 @@ impl Ctx {
         if let Some(s) = &store.value
             && now_ms < s.quarantine_until_ms
         {
-            return wait(format!(
+            return gate(format!(
                 "quarantine: {}; no grant before Unix ms {} ({} ms from now), when every \
                  interval granted before it has ended",
                 s.reason,
@@ -668,6 +676,10 @@ impl Ctx {
 }
 
 impl GrantSource for EtcdAuthority {
+    fn max_lead_ms(&self) -> Option<u64> {
+        Some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
         let l = request.layout;

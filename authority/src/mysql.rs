@@ -248,6 +248,10 @@ impl MysqlAuthority {
 }
 
 impl GrantSource for MysqlAuthority {
+    fn max_lead_ms(&self) -> Option<u64> {
+        Some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
         let l = request.layout;

@@ -38,8 +38,22 @@ const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, me
 /// One process's connection: a single-threaded runtime that drives it only
 /// while a call runs, the client, and the task that owns the socket.
 struct Session {
-    runtime: tokio::runtime::Runtime,
+    /// `Some` until the session is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     client: Option<(Arc<Client>, tokio::task::JoinHandle<()>)>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The connection first, while its runtime still exists; then a
+        // shutdown that never blocks, so a drop inside another runtime's
+        // async code (a host's tokio service, `grantid serve` stopping) is
+        // fine.
+        self.drop_connection();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Session {
@@ -202,7 +216,7 @@ impl PgAuthority {
                 .build()
                 .map_err(|e| unavailable("cannot start the I/O runtime", e))?;
             *slot = Some(Session {
-                runtime,
+                runtime: Some(runtime),
                 client: None,
             });
         }
@@ -213,7 +227,9 @@ impl PgAuthority {
         let left = deadline.saturating_duration_since(Instant::now());
         let existing = session.client.as_ref().map(|(c, _)| Arc::clone(c));
         let config = &self.config;
-        let runtime = &session.runtime;
+        let Some(runtime) = session.runtime.as_ref() else {
+            return Err(unavailable(what, "the I/O runtime is shut down"));
+        };
         let work = async {
             let (client, fresh) = match existing {
                 Some(c) => (c, None),

@@ -412,3 +412,41 @@ fn two_servers_on_one_postgres_answer_for_each_other() {
     ));
     kill_9(&mut b);
 }
+
+/// A server whose authority is PostgreSQL stops with status 0 on SIGTERM:
+/// the authority's I/O runtime is dropped inside the server's async code
+/// without a panic (it once exited with 101 there).
+#[test]
+fn a_postgres_backed_server_stops_cleanly_on_sigterm() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let port = free_port();
+    let mut srv = server_on(port, &pg);
+    // Grants through the server: its authority's connection is in use.
+    let via = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}")).unwrap();
+    let mut first = grant_request(1, None, 0);
+    first.namespace = format!("sigterm-{}", std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while via.acquire(&first).is_err() {
+        assert!(Instant::now() < deadline, "the server never granted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &srv.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = srv.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -61,6 +61,7 @@
 
 use grantid::{Error, GrantSource};
 
+pub mod answer;
 mod forklocal;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;

@@ -48,6 +48,16 @@ impl Drop for Database {
     }
 }
 
+/// A database of its own with the schema in place, the authority on it and
+/// a client; `None` (skip) without PostgreSQL.
+fn database() -> Option<(Database, PgAuthority, postgres::Client)> {
+    let db = Database::new(&common::postgres_url()?);
+    let authority = PgAuthority::new(&db.url, Options::default()).unwrap();
+    authority.init_new_deployment().unwrap();
+    let client = db.client();
+    Some((db, authority, client))
+}
+
 /// Replaces `grantid.acquire` (the 13-argument one the adapter calls) by a
 /// function that returns the row of table `grantid.hostile`.
 fn install_hostile_acquire(c: &mut postgres::Client) {
@@ -73,13 +83,9 @@ fn install_hostile_acquire(c: &mut postgres::Client) {
 
 #[test]
 fn postgres_hostile_acquire_rows_are_typed_errors() {
-    let Some(admin) = common::postgres_url() else {
+    let Some((_db, authority, mut c)) = database() else {
         return;
     };
-    let db = Database::new(&admin);
-    let authority = PgAuthority::new(&db.url, Options::default()).unwrap();
-    authority.init_new_deployment().unwrap();
-    let mut c = db.client();
     install_hostile_acquire(&mut c);
     let r = request("hostile", 1, 1, None, 0, 10, small_layout());
     let good = "'granted', 1, 1, 100, 110, NULL";
@@ -135,13 +141,9 @@ fn postgres_hostile_acquire_rows_are_typed_errors() {
 
 #[test]
 fn postgres_hostile_worker_records_are_typed_errors() {
-    let Some(admin) = common::postgres_url() else {
+    let Some((_db, authority, mut c)) = database() else {
         return;
     };
-    let db = Database::new(&admin);
-    let authority = PgAuthority::new(&db.url, Options::default()).unwrap();
-    authority.init_new_deployment().unwrap();
-    let mut c = db.client();
     // 296 bits was read as 296 as u8 = 40; worker -1 as 4294967295.
     c.batch_execute(
         "INSERT INTO grantid.namespaces (namespace, timestamp_bits, worker_bits, sequence_bits, \
@@ -160,6 +162,24 @@ fn postgres_hostile_worker_records_are_typed_errors() {
     }
 }
 
+/// `HSET key field value ...`.
+fn hset(c: &mut redis::Connection, key: &str, fields: &[&str]) {
+    let _: () = redis::cmd("HSET").arg(key).arg(fields).query(c).unwrap();
+}
+
+const GOOD_LAYOUT: &[&str] = &[
+    "timestamp_bits",
+    "40",
+    "worker_bits",
+    "2",
+    "sequence_bits",
+    "8",
+    "epoch_ms",
+    "0",
+    "tick_ms",
+    "1",
+];
+
 #[test]
 fn redis_hostile_worker_records_are_typed_errors() {
     let Some(url) = common::redis_url() else {
@@ -173,69 +193,60 @@ fn redis_hostile_worker_records_are_typed_errors() {
         .unwrap();
     let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
     let authority = RedisAuthority::new(&url, Options::default()).unwrap();
-    for (field, value, needle) in [
+    let good_worker = [
+        "holder",
+        "3",
+        "lease_expiry",
+        "4",
+        "high_water",
+        "5",
+        "fencing",
+        "6",
+    ];
+    for (ns, layout_field, worker, needle) in [
         (
-            "timestamp_bits",
-            "296",
+            "bits",
+            ["timestamp_bits", "296"],
+            good_worker,
             "timestamp_bits 296 is out of range",
         ),
-        ("tick_ms", "-1", "tick_ms -1 is out of range"),
-        ("epoch_ms", "soon", "epoch_ms is missing"),
-    ] {
-        let p = format!("grantid:{{hostile-{field}}}");
-        let _: () = redis::cmd("HSET")
-            .arg(format!("{p}:layout"))
-            .arg(&[
-                "timestamp_bits",
-                "40",
-                "worker_bits",
-                "2",
-                "sequence_bits",
-                "8",
-            ])
-            .arg(&["epoch_ms", "0", "tick_ms", "1"])
-            .arg(&[field, value])
-            .query(&mut c)
-            .unwrap();
-        let _: () = redis::cmd("HSET")
-            .arg(format!("{p}:w:0"))
-            .arg(&[
+        (
+            "tick",
+            ["tick_ms", "-1"],
+            good_worker,
+            "tick_ms -1 is out of range",
+        ),
+        (
+            "epoch",
+            ["epoch_ms", "soon"],
+            good_worker,
+            "epoch_ms is missing or not an integer",
+        ),
+        (
+            "hw",
+            ["tick_ms", "1"],
+            [
                 "holder",
                 "3",
                 "lease_expiry",
                 "4",
                 "high_water",
-                "5",
+                "-5",
                 "fencing",
                 "6",
-            ])
-            .query(&mut c)
-            .unwrap();
+            ],
+            "high_water -5 is out of range",
+        ),
+    ] {
+        let p = format!("grantid:{{hostile-{ns}}}");
+        hset(&mut c, &format!("{p}:layout"), GOOD_LAYOUT);
+        hset(&mut c, &format!("{p}:layout"), &layout_field);
+        hset(&mut c, &format!("{p}:w:0"), &worker);
         let e = authority
-            .status(Some(&format!("hostile-{field}")))
+            .status(Some(&format!("hostile-{ns}")))
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
-        assert!(e.message().contains(needle), "{field}: {e}");
+        assert!(e.message().contains(needle), "{ns}: {e}");
     }
-    let _: () = redis::cmd("HSET")
-        .arg("grantid:{hostile-hw}:layout")
-        .arg(&[
-            "timestamp_bits",
-            "40",
-            "worker_bits",
-            "2",
-            "sequence_bits",
-            "8",
-        ])
-        .arg(&["epoch_ms", "0", "tick_ms", "1"])
-        .query(&mut c)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg("grantid:{hostile-hw}:w:1")
-        .arg(&["lease_expiry", "4", "high_water", "-5", "fencing", "6"])
-        .query(&mut c)
-        .unwrap();
-    let e = authority.status(Some("hostile-hw")).unwrap_err();
-    assert!(e.message().contains("high_water -5 is out of range"), "{e}");
     let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
 }

@@ -288,6 +288,18 @@ impl Authority for GrpcAuthority {
         ))
     }
 
+    /// A quarantine is started where the store is, like a new deployment.
+    fn fence(&self) -> Result<String, Error> {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "grpc://{}: fence the server's own authority URL, where the store is \
+                 (docs/AUTHORITIES.md, \"State loss\")",
+                self.addr
+            ),
+        ))
+    }
+
     /// The server's authority's worker records, checked like any store's
     /// (authority/src/answer.rs).
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

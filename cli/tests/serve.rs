@@ -336,12 +336,17 @@ fn the_command_takes_a_grpc_authority() {
         said.contains("the server's authority") && said.contains("state file"),
         "{said}"
     );
-    let out = Command::new(BIN)
-        .args(["authority", "init", "--new-deployment", &url])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("where the store is"));
+    for args in [["init", "--new-deployment"].as_slice(), &["fence"]] {
+        let out = Command::new(BIN)
+            .arg("authority")
+            .args(args)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("where the store is"), "{args:?}: {err}");
+    }
     kill_9(&mut srv);
     // Status with the server gone: UNAVAILABLE, not a wrong answer.
     let out = Command::new(BIN)

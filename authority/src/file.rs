@@ -17,6 +17,7 @@ use grantid::{
 use serde::{Deserialize, Serialize};
 
 use crate::lockfile::{self, Locked};
+use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
@@ -109,6 +110,10 @@ struct StateDoc {
     answers: Vec<GrantDoc>,
     /// The most recent grants, newest last.
     recent: Vec<GrantDoc>,
+    /// The file's identity and quarantine (docs/AUTHORITIES.md, "State
+    /// loss"); absent in files written before it existed.
+    #[serde(default)]
+    store: StoreMark,
 }
 
 fn grant_doc(g: &Grant, request_id: u64) -> GrantDoc {
@@ -139,6 +144,7 @@ fn grant_of(d: &GrantDoc) -> Grant {
 struct State {
     alloc: Allocator,
     recent: Vec<GrantDoc>,
+    store: StoreMark,
 }
 
 fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
@@ -146,6 +152,7 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
         return Ok(State {
             alloc: Allocator::new(0),
             recent: Vec::new(),
+            store: StoreMark::default(),
         });
     };
     // A damaged state file must not be replaced by an empty one (that would
@@ -194,6 +201,7 @@ fn decode(path: &Path, bytes: Option<Vec<u8>>) -> Result<State, GrantError> {
     Ok(State {
         alloc,
         recent: doc.recent,
+        store: doc.store,
     })
 }
 
@@ -248,6 +256,7 @@ fn encode(state: &State, grace_ms: u64, now_ms: u64) -> Vec<u8> {
                 ..*g
             })
             .collect(),
+        store: state.store.clone(),
     };
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
@@ -275,10 +284,42 @@ impl FileAuthority {
         &self.path
     }
 
-    fn lock(&self) -> Result<(Locked, State), GrantError> {
+    /// Locks and reads the file, and checks it against its sidecar: a
+    /// file found missing, replaced or older than what this host's
+    /// processes last wrote is quarantined (written at once).
+    fn lock(&self) -> Result<(Locked, State, Sidecar), GrantError> {
         let locked = lockfile::lock(&self.path, self.options.timeout)?;
-        let state = decode(&self.path, locked.read()?)?;
-        Ok((locked, state))
+        let bytes = locked.read()?;
+        let found = bytes.is_some();
+        let mut state = decode(&self.path, bytes)?;
+        let side = Sidecar::open(&self.path);
+        let now_ms = self.clock.now_ms();
+        let cap = self
+            .options
+            .max_lead_ms
+            .saturating_add(self.options.clock_skew_ms);
+        let (mark, changed) = side.check(found.then_some(&state.store), now_ms, Some(cap));
+        state.store = mark;
+        if changed && state.store.quarantine_until_ms > now_ms {
+            self.write(&locked, &mut state, &side, 0)?;
+        }
+        Ok((locked, state, side))
+    }
+
+    /// Writes the state as the file's next version and records it in the
+    /// sidecar, with a grant ending at `until_ms` (0: none).
+    fn write(
+        &self,
+        locked: &Locked,
+        state: &mut State,
+        side: &Sidecar,
+        until_ms: u64,
+    ) -> Result<(), GrantError> {
+        state.store.serial += 1;
+        let now_ms = self.clock.now_ms();
+        locked.write(&encode(state, self.options.lease_grace_ms, now_ms))?;
+        side.record(&state.store, until_ms);
+        Ok(())
     }
 }
 
@@ -289,27 +330,34 @@ impl GrantSource for FileAuthority {
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::check_namespace(&request.namespace)?;
-        let (locked, mut state) = self.lock()?;
+        let (locked, mut state, side) = self.lock()?;
         let now_ms = self.clock.now_ms();
         let layout = request.layout;
         state.alloc.lease_grace = self.options.lease_grace_ms.div_ceil(layout.tick_ms());
+        state.alloc.max_lead_ms = Some(self.options.max_lead_ms);
         let key = (
             request.namespace.clone(),
             request.incarnation,
             request.request_id,
         );
         let replay = state.alloc.answers.contains_key(&key);
+        if !replay {
+            sidecar::gate(&state.store, now_ms, request.worker)?;
+        }
         let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
         if replay {
+            // The first answer may never have reached the sidecar (a write
+            // that failed after its rename, a crash between the two).
+            side.record(&state.store, layout.unix_ms_of(grant.end));
             return Ok(grant);
         }
         state.recent.push(grant_doc(&grant, request.request_id));
-        locked.write(&encode(&state, self.options.lease_grace_ms, now_ms))?;
+        self.write(&locked, &mut state, &side, layout.unix_ms_of(grant.end))?;
         Ok(grant)
     }
 
     fn release(&self, last: &Grant) {
-        let Ok((locked, mut state)) = self.lock() else {
+        let Ok((locked, mut state, side)) = self.lock() else {
             return;
         };
         let now_ms = self.clock.now_ms();
@@ -322,30 +370,39 @@ impl GrantSource for FileAuthority {
             return;
         };
         state.alloc.release(last, layout.tick_at(now_ms));
-        let _ = locked.write(&encode(&state, self.options.lease_grace_ms, now_ms));
+        let _ = self.write(&locked, &mut state, &side, 0);
     }
 }
 
 impl Authority for FileAuthority {
     fn init(&self) -> Result<String, Error> {
-        let locked = lockfile::lock(&self.path, self.options.timeout)
-            .map_err(|e| Error::new(ErrorKind::Unavailable, e.to_string()))?;
-        let state = decode(&self.path, locked.read().map_err(unavailable)?).map_err(unavailable)?;
+        let (locked, mut state, side) = self.lock().map_err(unavailable)?;
         if !self.path.exists() {
-            locked
-                .write(&encode(
-                    &state,
-                    self.options.lease_grace_ms,
-                    self.clock.now_ms(),
-                ))
+            self.write(&locked, &mut state, &side, 0)
                 .map_err(unavailable)?;
             return Ok(format!("created state file {}", self.path.display()));
         }
         Ok(format!("state file {} is ready", self.path.display()))
     }
 
+    fn fence(&self) -> Result<String, Error> {
+        let (locked, mut state, side) = self.lock().map_err(unavailable)?;
+        let until = sidecar::fence(&mut state.store, self.clock.now_ms(), &self.options)
+            .max(side.latest_end_ms());
+        state.store.quarantine_until_ms = until;
+        self.write(&locked, &mut state, &side, 0)
+            .map_err(unavailable)?;
+        Ok(format!(
+            "state file {}: quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): \
+             no grant before it, and every renewal before it loses its worker",
+            self.path.display(),
+            self.options.max_lead_ms,
+            self.options.clock_skew_ms
+        ))
+    }
+
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
-        let (_locked, state) = self.lock().map_err(unavailable)?;
+        let (_locked, state, _) = self.lock().map_err(unavailable)?;
         let mut out = Vec::new();
         for (name, ns) in &state.alloc.namespaces {
             if namespace.is_some_and(|n| n != name) {

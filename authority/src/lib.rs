@@ -65,6 +65,8 @@ pub mod answer;
 mod forklocal;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;
+#[cfg(any(feature = "file", feature = "static"))]
+mod sidecar;
 mod status;
 mod url;
 
@@ -103,6 +105,15 @@ pub const DEFAULT_URL: &str = "file:";
 /// (`file:/home/me/.local/state/grantid/authority.json`).
 pub fn default_url() -> String {
     format!("file:{}", default_file_path().display())
+}
+
+/// Where this process keeps the sidecar of a state file (`file:PATH`,
+/// `static:N?state=PATH`): the host-memory record that detects the file
+/// being deleted, replaced or restored from a backup (docs/AUTHORITIES.md,
+/// "State loss"). `None` when no directory for it can be named.
+#[cfg(any(feature = "file", feature = "static"))]
+pub fn sidecar_path(state_file: &std::path::Path) -> Option<std::path::PathBuf> {
+    sidecar::path_of(state_file)
 }
 
 /// The namespace check of the generator's builder

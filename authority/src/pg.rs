@@ -118,7 +118,9 @@ impl PgAuthority {
             .connect_timeout(options.timeout)
             .tcp_user_timeout(options.timeout)
             .keepalives(true)
-            .keepalives_idle(options.timeout)
+            // The kernel takes keepalive idle times in whole seconds (0 is
+            // refused with EINVAL), so a shorter timeout_ms keeps 1 s here.
+            .keepalives_idle(options.timeout.max(std::time::Duration::from_secs(1)))
             .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} \
                  -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on \

@@ -26,7 +26,7 @@
 //! as every authority does.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::file::LayoutDoc;
 use crate::forklocal::ForkLocal;
 use crate::lockfile;
+use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
@@ -70,6 +71,10 @@ fn process_marks() -> &'static Mutex<Marks> {
 #[derive(Serialize, Deserialize, Default)]
 struct Marks {
     marks: HashMap<String, Mark>,
+    /// The state file's identity and quarantine (docs/AUTHORITIES.md,
+    /// "State loss"); unused without a state file.
+    #[serde(default)]
+    store: StoreMark,
 }
 
 /// Per-process memory: the last answer per incarnation (for retries).
@@ -229,12 +234,41 @@ impl StaticAuthority {
         Ok((grant, wait))
     }
 
-    fn read_marks(&self, locked: &lockfile::Locked) -> Result<Marks, GrantError> {
+    fn read_marks(&self, locked: &lockfile::Locked) -> Result<(Marks, bool), GrantError> {
         match locked.read()? {
-            None => Ok(Marks::default()),
+            None => Ok((Marks::default(), false)),
             Some(bytes) => serde_json::from_slice(&bytes)
+                .map(|m| (m, true))
                 .map_err(|e| GrantError::Unavailable(format!("static state file is damaged: {e}"))),
         }
+    }
+
+    /// One grant from the state file at `path`, checked against its
+    /// sidecar first (a file found missing, replaced or older than what
+    /// this host last wrote is quarantined; see authority/src/sidecar.rs).
+    fn grant_from_file(&self, path: &Path, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let locked = lockfile::lock(path, self.options.timeout)?;
+        let (mut marks, found) = self.read_marks(&locked)?;
+        let side = Sidecar::open(path);
+        let now_ms = self.clock.now_ms();
+        // Static grants have no bounded lead: the sidecar's end is the cap.
+        let (store, changed) = side.check(found.then_some(&marks.store), now_ms, None);
+        marks.store = store;
+        let write = |marks: &mut Marks, until_ms: u64| {
+            marks.store.serial += 1;
+            locked.write(&serde_json::to_vec_pretty(&*marks).unwrap_or_default())?;
+            side.record(&marks.store, until_ms);
+            Ok::<(), GrantError>(())
+        };
+        if let Err(e) = sidecar::gate(&marks.store, now_ms, request.worker) {
+            if changed {
+                write(&mut marks, 0)?;
+            }
+            return Err(e);
+        }
+        let (grant, _) = self.grant(&mut marks, request, false)?;
+        write(&mut marks, request.layout.unix_ms_of(grant.end))?;
+        Ok(grant)
     }
 }
 
@@ -263,14 +297,7 @@ impl GrantSource for StaticAuthority {
                 std::thread::sleep(wait);
                 grant
             }
-            Some(path) => {
-                let locked = lockfile::lock(path, self.options.timeout)?;
-                let mut marks = self.read_marks(&locked)?;
-                let (grant, _) = self.grant(&mut marks, request, false)?;
-                let bytes = serde_json::to_vec_pretty(&marks).unwrap_or_default();
-                locked.write(&bytes)?;
-                grant
-            }
+            Some(path) => self.grant_from_file(path, request)?,
         };
         memory
             .answers
@@ -305,17 +332,50 @@ impl Authority for StaticAuthority {
         })
     }
 
+    /// With a state file: a quarantine from now until `max_lead_ms +
+    /// clock_skew_ms` have passed and the latest interval this host was
+    /// granted from the file has ended (static grants have no bounded
+    /// lead).
+    fn fence(&self) -> Result<String, Error> {
+        let Some(path) = &self.state else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "static worker without a state file: nothing to fence (its high-water lives in \
+                 each process)",
+            ));
+        };
+        let locked =
+            lockfile::lock(path, self.options.timeout).map_err(crate::file::unavailable)?;
+        let (mut marks, _) = self.read_marks(&locked).map_err(crate::file::unavailable)?;
+        let side = Sidecar::open(path);
+        let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), &self.options)
+            .max(side.latest_end_ms());
+        marks.store.quarantine_until_ms = until;
+        marks.store.serial += 1;
+        locked
+            .write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())
+            .map_err(crate::file::unavailable)?;
+        side.record(&marks.store, 0);
+        Ok(format!(
+            "static state file {}: quarantine until Unix ms {until}: no grant before it",
+            path.display()
+        ))
+    }
+
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         let marks = match &self.state {
             Some(path) => {
                 let locked =
                     lockfile::lock(path, self.options.timeout).map_err(crate::file::unavailable)?;
-                self.read_marks(&locked).map_err(crate::file::unavailable)?
+                self.read_marks(&locked)
+                    .map_err(crate::file::unavailable)?
+                    .0
             }
             None => {
                 let marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
                 Marks {
                     marks: marks.marks.clone(),
+                    store: StoreMark::default(),
                 }
             }
         };

@@ -330,3 +330,20 @@ fn a_namespace_no_authority_can_store_is_refused_at_once() {
         );
     }
 }
+
+#[test]
+fn postgres_connects_with_a_timeout_under_one_second() {
+    // TCP keepalive idle times are whole seconds: a sub-second timeout_ms
+    // once made every connect fail with EINVAL ("Invalid argument").
+    let Some(url) = common::postgres_url() else {
+        return;
+    };
+    let base = url.split('?').next().unwrap();
+    let ns = common::namespace("short-timeout");
+    for ms in [200, 500, 999] {
+        let r = from_url(&format!("{base}?timeout_ms={ms}"))
+            .unwrap()
+            .acquire(&request(&ns, ms, 1, None, 0, 10, small_layout()));
+        assert!(r.is_ok(), "timeout_ms={ms}: {r:?}");
+    }
+}

@@ -58,14 +58,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn layout() -> Layout {
     Layout::new(41, 2, 8).unwrap()
 }
@@ -84,7 +76,7 @@ fn generator(url: &str, ns: &str, losses: Arc<AtomicUsize>) -> Generator {
 
 #[test]
 fn redis_restarted_empty_never_repeats_an_id() {
-    let Some(server) = Server::start(free_port()) else {
+    let Some(server) = Server::start(common::free_port()) else {
         return;
     };
     let url = format!(
@@ -149,7 +141,7 @@ fn redis_restarted_empty_never_repeats_an_id() {
 
 #[test]
 fn a_fence_quarantines_and_a_restart_from_a_stale_store_is_detected() {
-    let Some(server) = Server::start(free_port()) else {
+    let Some(server) = Server::start(common::free_port()) else {
         return;
     };
     let url = format!(
@@ -301,4 +293,77 @@ fn postgres_quarantines_new_state_a_fence_and_a_new_timeline_and_bounds_the_lead
     c.batch_execute("UPDATE grantid.store SET timeline = timeline - 1")
         .unwrap();
     waits(authority.acquire(&req(5, None, 0)), "identity changed");
+}
+
+/// The file authority: while a generator issues, its state file is restored
+/// from an earlier copy (a backup), or deleted; the sidecar in this host's
+/// memory shows both, so a second generator waits until the first one's
+/// intervals have ended, the first one loses its worker at its next
+/// renewal, and no ID repeats. (With the sidecar directory unwritable,
+/// `GRANTID_RUNTIME_DIR=/proc/none`, both faults repeat IDs.)
+#[test]
+fn a_restored_or_deleted_state_file_never_repeats_an_id() {
+    let dir = std::env::temp_dir().join(format!("grantid-file-loss-{:x}", common::random()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let url = format!("file:{}", state.display());
+    let ns = common::namespace("fileloss");
+    for fault in ["restore", "delete"] {
+        // The backup: a file whose worker 0 is free (its generator closed).
+        drop(generator(&url, &ns, Arc::new(AtomicUsize::new(0))));
+        let backup = std::fs::read(&state).unwrap();
+        let a_losses = Arc::new(AtomicUsize::new(0));
+        let a = Arc::new(generator(&url, &ns, a_losses.clone()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let issuing = {
+            let (a, stop) = (a.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut ids = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    match a.next_id() {
+                        Ok(id) => ids.push(id),
+                        Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+                ids
+            })
+        };
+        std::thread::sleep(Duration::from_millis(400));
+        match fault {
+            "restore" => std::fs::write(&state, &backup).unwrap(),
+            _ => std::fs::remove_file(&state).unwrap(),
+        }
+        let t0 = Instant::now();
+        let b = generator(&url, &ns, Arc::new(AtomicUsize::new(0)));
+        let waited = t0.elapsed();
+        let mut later = Vec::new();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            if let Ok(id) = b.next_id() {
+                later.push(id);
+            }
+        }
+        stop.store(true, Ordering::SeqCst);
+        let earlier = issuing.join().unwrap();
+        let first: HashSet<u64> = earlier.iter().copied().collect();
+        let repeated = later.iter().filter(|id| first.contains(id)).count();
+        eprintln!(
+            "file {fault}: first generator {} IDs, second {} IDs after waiting {waited:?}; \
+             {repeated} repeated",
+            earlier.len(),
+            later.len()
+        );
+        assert!(!earlier.is_empty() && !later.is_empty());
+        assert_eq!(repeated, 0, "file {fault}: {repeated} IDs repeated");
+        assert!(
+            a_losses.load(Ordering::SeqCst) >= 1,
+            "file {fault}: the first generator kept its worker"
+        );
+        drop(b);
+        drop(a);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    if let Some(sidecar) = grantid_authority::sidecar_path(&state) {
+        let _ = std::fs::remove_file(sidecar);
+    }
 }

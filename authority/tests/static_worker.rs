@@ -131,3 +131,52 @@ fn a_restart_on_a_state_file_waits_for_the_previous_grant_instead_of_failing() {
     let next = b.next_id().unwrap_or_else(|e| panic!("{e}"));
     assert!(next > last);
 }
+
+/// `static:N?state=PATH`: a generator issues (its cursor runs ahead of the
+/// clock) and stops, the state file is deleted, and the next generator on
+/// the worker starts at once. The sidecar shows the loss, so the new one
+/// waits until the old one's intervals have ended and no ID repeats (with
+/// the sidecar directory unwritable, `GRANTID_RUNTIME_DIR=/proc/none`, over
+/// a thousand repeat). A fence then quarantines the file.
+#[test]
+fn a_deleted_static_state_file_never_repeats_an_id() {
+    let dir = std::env::temp_dir().join(format!("grantid-static-loss-{:x}", common::random()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let url = format!("static:6?state={}", state.display());
+    let ns = namespace("static-loss");
+    let a = Generator::builder(layout(), ns.as_str(), from_url(&url).unwrap())
+        .grant_duration_ms(200)
+        .horizon_ms(600)
+        .start()
+        .unwrap();
+    let before: Vec<u64> = (0..2_000).map(|_| a.next_id().unwrap()).collect();
+    drop(a);
+    std::fs::remove_file(&state).unwrap();
+    let b = Generator::builder(layout(), ns.as_str(), from_url(&url).unwrap())
+        .grant_duration_ms(200)
+        .horizon_ms(600)
+        .start()
+        .unwrap();
+    let after: Vec<u64> = (0..2_000).map(|_| b.next_id().unwrap()).collect();
+    let seen: HashSet<u64> = before.iter().copied().collect();
+    let repeated = after.iter().filter(|id| seen.contains(id)).count();
+    assert_eq!(
+        repeated, 0,
+        "{repeated} IDs repeated after the state file was deleted"
+    );
+    drop(b);
+    let report = grantid_authority::open(&url).unwrap().fence().unwrap();
+    assert!(report.contains("quarantine until"), "{report}");
+    let err = Generator::builder(layout(), ns.as_str(), from_url(&url).unwrap())
+        .grant_duration_ms(200)
+        .horizon_ms(600)
+        .startup_timeout(Duration::from_millis(300))
+        .start()
+        .unwrap_err();
+    assert!(err.message().contains("fenced"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    if let Some(sidecar) = grantid_authority::sidecar_path(&state) {
+        let _ = std::fs::remove_file(sidecar);
+    }
+}

@@ -74,14 +74,18 @@ fn malformed_urls_are_invalid_arguments() {
 
 #[test]
 fn unreachable_servers_are_unavailable_not_errors_of_from_url() {
-    // Port 1 on localhost: connection refused. A non-routable address:
-    // the connect timeout.
+    // Port 1 on localhost: connection refused. A loopback listener that
+    // never answers (its backlog accepts the connection, nobody reads):
+    // the client-side deadline.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
     for url in [
-        "postgres://postgres@127.0.0.1:1/postgres?timeout_ms=500",
-        "redis://127.0.0.1:1/?timeout_ms=500",
-        "postgres://postgres@10.255.255.1:5432/postgres?timeout_ms=300",
-        "redis://10.255.255.1:6379/?timeout_ms=300",
+        "postgres://postgres@127.0.0.1:1/postgres?timeout_ms=500".to_owned(),
+        "redis://127.0.0.1:1/?timeout_ms=500".to_owned(),
+        format!("postgres://postgres@127.0.0.1:{port}/postgres?timeout_ms=300"),
+        format!("redis://127.0.0.1:{port}/?timeout_ms=300"),
     ] {
+        let url = url.as_str();
         let source = from_url(url).unwrap();
         let t0 = Instant::now();
         let r = source.acquire(&request("ns", 1, 1, None, 0, 10, small_layout()));
@@ -92,6 +96,7 @@ fn unreachable_servers_are_unavailable_not_errors_of_from_url() {
             t0.elapsed()
         );
     }
+    drop(silent);
 }
 
 #[test]

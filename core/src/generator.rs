@@ -188,19 +188,19 @@ impl GeneratorBuilder {
                 self.horizon_ms, self.grant_duration_ms
             )));
         }
-        // The authority's bounded lead caps how far ahead a grant may end:
-        // a horizon past it could never be filled.
-        if let Some(lead) = self.source.max_lead_ms() {
-            let needed = self.horizon_ms.saturating_add(self.grant_duration_ms);
-            if needed > lead {
-                return Err(Error::invalid(format!(
-                    "horizon_ms ({}) + grant_duration_ms ({}) = {needed} ms is more than the \
-                     authority's max_lead_ms ({lead}): no grant may end that far ahead of its \
-                     clock; lower the horizon or raise max_lead_ms (docs/AUTHORITIES.md, \
-                     \"State loss\")",
-                    self.horizon_ms, self.grant_duration_ms
-                )));
-            }
+        // The authority's bounded lead caps how far ahead a grant may end
+        // (in whole ticks: grants round up, the cap rounds down): a horizon
+        // past it could never be filled.
+        if let Some(lead) = self.source.max_lead_ms()
+            && horizon_ticks.saturating_add(grant_ticks) > lead / tick
+        {
+            return Err(Error::invalid(format!(
+                "horizon_ms ({}) + grant_duration_ms ({}), in whole ticks of {tick} ms, is more \
+                 than the authority's max_lead_ms ({lead}): no grant may end that far ahead of \
+                 its clock; lower the horizon or raise max_lead_ms (docs/AUTHORITIES.md, \
+                 \"State loss\")",
+                self.horizon_ms, self.grant_duration_ms
+            )));
         }
         if self.max_batch == 0 {
             return Err(Error::invalid("max_batch must be at least 1"));

@@ -11,14 +11,12 @@
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
-use crate::cursor::Status;
 use crate::error::ErrorKind;
 use crate::grant::{Grant, GrantError, GrantRequest};
-use crate::state::{LeaseLostEvent, NONE, Shared};
+use crate::state::{LeaseHandle, Shared, Switched};
 use crate::stats::Counters;
 
 /// A fresh random 64-bit incarnation.
@@ -38,22 +36,20 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("grantid-lease".into())
         .spawn(move || {
-            let record = Arc::clone(&shared);
+            let record = LeaseHandle::new(Arc::clone(&shared));
             let wake = starter.clone();
             let run = catch_unwind(AssertUnwindSafe(|| {
-                Manager::new(shared, incarnation, starter).run()
+                Manager::new(LeaseHandle::new(shared), incarnation, starter).run()
             }));
             if let Err(panic) = run {
                 // Issuing goes on inside the committed grants (the cursor
                 // needs no renewal thread for that); renewal is over, and
                 // every error from now on says why.
                 let what = panic_text(panic.as_ref());
-                log::error!(target: "grantid", "event=renewal_panicked namespace={} reason={what}", record.namespace);
-                record.lease.set_failure(
-                    ErrorKind::Unavailable,
-                    format!("the renewal thread panicked ({what}); no grant will be renewed: close this generator and start a new one"),
-                );
-                record.lease.renewal_stopped.store(true, Ordering::Release);
+                log::error!(target: "grantid", "event=renewal_panicked namespace={} reason={what}", record.namespace());
+                record.renewal_stopped(format!(
+                    "the renewal thread panicked ({what}); no grant will be renewed: close this generator and start a new one"
+                ));
                 wake.unpark();
             }
         })
@@ -69,7 +65,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 struct Manager {
-    shared: Arc<Shared>,
+    state: LeaseHandle,
     incarnation: u64,
     fork_epoch: u64,
     next_request_id: u64,
@@ -97,13 +93,13 @@ enum Outcome {
 }
 
 impl Manager {
-    fn new(shared: Arc<Shared>, incarnation: u64, starter: Thread) -> Manager {
-        let backoff = shared.config.backoff_min;
+    fn new(state: LeaseHandle, incarnation: u64, starter: Thread) -> Manager {
+        let backoff = state.config().backoff_min;
         // Go on from the cursor's tag (a fork() child's cursor carries its
         // parent's), so every switch installs a new tag.
-        let generation = shared.cursor.generation();
+        let generation = state.generation();
         Manager {
-            shared,
+            state,
             incarnation,
             fork_epoch: grantid_fork::epoch(),
             next_request_id: 1,
@@ -120,16 +116,16 @@ impl Manager {
     }
 
     fn stopped(&self) -> bool {
-        self.shared.closed.load(Ordering::SeqCst) || grantid_fork::epoch() != self.fork_epoch
+        self.state.is_closed() || grantid_fork::epoch() != self.fork_epoch
     }
 
     fn run(mut self) {
-        self.shared.ticks.set_on_jump(Some(std::thread::current()));
+        self.state.wake_on_clock_jumps();
         while !self.stopped() {
-            let now = self.shared.ticks.fresh();
-            let drift = self.shared.cursor.shape().drift();
+            let now = self.state.now();
+            let drift = self.state.drift();
             let Some(worker) = self.worker else {
-                let floor = self.shared.lease.reached().map_or(0, |r| r + 1);
+                let floor = self.state.reached().map_or(0, |r| r + 1);
                 match self.call(None, floor, now) {
                     Outcome::Granted => continue,
                     Outcome::Uncertain | Outcome::Lost => {
@@ -148,13 +144,13 @@ impl Manager {
                 self.switch_to(worker, start, end);
                 continue;
             }
-            let config = &self.shared.config;
+            let config = self.state.config();
             // Renew when the committed time left falls to `horizon - duration`
             // (at least half a grant, so a horizon equal to the duration
             // still renews before the end).
             let threshold = (config.horizon_ticks - config.grant_ticks).max(config.grant_ticks / 2);
             let renew_at = self.committed_end.saturating_sub(threshold);
-            let more_possible = self.committed_end < self.shared.layout.timestamp_limit();
+            let more_possible = self.committed_end < self.state.layout().timestamp_limit();
             if now >= renew_at && more_possible {
                 match self.call(Some(worker), self.committed_end, now) {
                     Outcome::Granted | Outcome::Lost => continue,
@@ -175,8 +171,7 @@ impl Manager {
 
     fn sleep_until(&self, tick: u64) {
         let nap = self
-            .shared
-            .ticks
+            .state
             .time_until(tick)
             .unwrap_or(Duration::from_millis(1))
             .clamp(Duration::from_micros(100), Duration::from_secs(1));
@@ -194,7 +189,7 @@ impl Manager {
         self.backoff = self
             .backoff
             .saturating_mul(2)
-            .min(self.shared.config.backoff_max);
+            .min(self.state.config().backoff_max);
     }
 
     fn request(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> GrantRequest {
@@ -208,23 +203,23 @@ impl Manager {
         let request_id = self.next_request_id;
         self.next_request_id += 1;
         GrantRequest {
-            namespace: self.shared.namespace.clone(),
+            namespace: self.state.namespace().to_owned(),
             incarnation: self.incarnation,
             request_id,
             worker,
             not_before,
             now,
-            duration: self.shared.config.grant_ticks,
-            layout: self.shared.layout,
+            duration: self.state.config().grant_ticks,
+            layout: self.state.layout(),
         }
     }
 
     fn call(&mut self, worker: Option<u32>, not_before: u64, now: u64) -> Outcome {
         let request = self.request(worker, not_before, now);
-        let source = Arc::clone(&self.shared.source);
-        self.shared.lease.in_flight.store(true, Ordering::Release);
+        let source = self.state.source();
+        self.state.set_in_flight(true);
         let answer = catch_unwind(AssertUnwindSafe(|| source.acquire(&request)));
-        self.shared.lease.in_flight.store(false, Ordering::Release);
+        self.state.set_in_flight(false);
         if self.stopped() {
             return Outcome::Uncertain;
         }
@@ -241,9 +236,7 @@ impl Manager {
             Ok(Err(GrantError::Lost(why))) => self.lost(why),
             Ok(Err(GrantError::Refused(why))) => {
                 let outcome = self.lost(why.clone());
-                self.shared
-                    .lease
-                    .set_failure(ErrorKind::InvalidArgument, why);
+                self.state.set_failure(ErrorKind::InvalidArgument, why);
                 outcome
             }
             Ok(Err(GrantError::Invalid(why))) => self.invalid(why),
@@ -258,66 +251,35 @@ impl Manager {
     }
 
     fn invalid(&mut self, why: String) -> Outcome {
-        Counters::bump(&self.shared.counters.invalid_grants);
-        log::error!(target: "grantid", "event=grant_invalid namespace={} reason={why}", self.shared.namespace);
+        Counters::bump(&self.state.counters().invalid_grants);
+        log::error!(target: "grantid", "event=grant_invalid namespace={} reason={why}", self.state.namespace());
         self.uncertain(format!("invalid grant: {why}"))
     }
 
     fn uncertain(&mut self, why: String) -> Outcome {
-        let shared = &self.shared;
-        Counters::bump(&shared.counters.uncertain_retries);
-        log::warn!(target: "grantid", "event=grant_uncertain namespace={} reason={why}", shared.namespace);
-        shared
-            .lease
-            .renewal_uncertain
-            .store(true, Ordering::Release);
-        shared.lease.set_failure(ErrorKind::Unavailable, why);
+        Counters::bump(&self.state.counters().uncertain_retries);
+        log::warn!(target: "grantid", "event=grant_uncertain namespace={} reason={why}", self.state.namespace());
+        self.state.uncertain(why);
         Outcome::Uncertain
     }
 
     fn lost(&mut self, why: String) -> Outcome {
-        let shared = Arc::clone(&self.shared);
-        shared.lease.set_failure(ErrorKind::LeaseLost, why.clone());
+        self.state.set_failure(ErrorKind::LeaseLost, why.clone());
         let Some(worker) = self.worker.take() else {
             // No worker yet (none free): nothing to stop.
-            log::warn!(target: "grantid", "event=grant_refused namespace={} reason={why}", shared.namespace);
+            log::warn!(target: "grantid", "event=grant_refused namespace={} reason={why}", self.state.namespace());
             return Outcome::Lost;
         };
-        let sealed = shared.cursor.seal(Status::LeaseLost);
-        if let Some(r) = sealed.reached {
-            shared.lease.note_reached(r);
-        }
         self.pending.clear();
         self.retry = None;
-        shared.lease.worker.store(NONE, Ordering::Release);
-        shared.lease.committed_end.store(NONE, Ordering::Release);
-        *shared.lease.last_grant.lock() = None;
-        Counters::bump(&shared.counters.lease_losses);
-        log::error!(target: "grantid", "event=lease_lost namespace={} worker={worker} reason={why}", shared.namespace);
-        if let Some(callback) = &shared.on_lease_lost {
-            let event = LeaseLostEvent {
-                worker,
-                reason: why,
-            };
-            if catch_unwind(AssertUnwindSafe(|| callback(&event))).is_err() {
-                log::error!(target: "grantid", "event=on_lease_lost_panicked worker={worker}");
-            }
-        }
+        self.state.lose(worker, why);
         Outcome::Lost
     }
 
     fn accept(&mut self, grant: Grant) {
-        let shared = Arc::clone(&self.shared);
         self.retry = None;
-        self.backoff = shared.config.backoff_min;
-        shared
-            .lease
-            .renewal_uncertain
-            .store(false, Ordering::Release);
-        shared
-            .lease
-            .set_failure(ErrorKind::GrantExhausted, "no renewal was needed yet");
-        Counters::bump(&shared.counters.grants_acquired);
+        self.backoff = self.state.config().backoff_min;
+        self.state.granted();
         log::debug!(target: "grantid", "event=grant namespace={} worker={} start={} end={} grant_id={}", grant.namespace, grant.worker, grant.start, grant.end, grant.grant_id);
         match self.worker {
             None => {
@@ -325,12 +287,12 @@ impl Manager {
                 self.committed_end = grant.end;
                 self.switch_to(grant.worker, grant.start, grant.end);
             }
-            Some(worker) => {
-                Counters::bump(&shared.counters.renewals);
+            Some(_) => {
+                Counters::bump(&self.state.counters().renewals);
                 let contiguous = grant.start == self.committed_end;
                 if contiguous && self.pending.is_empty() && self.installed_end == self.committed_end
                 {
-                    self.installed_end = shared.cursor.extend(grant.end);
+                    self.installed_end = self.state.extend(grant.end);
                     if self.installed_end < grant.end {
                         // Past what one generation addresses: re-base later.
                         self.pending.push_back((self.installed_end, grant.end));
@@ -341,18 +303,10 @@ impl Manager {
                     self.pending.push_back((grant.start, grant.end));
                 }
                 self.committed_end = grant.end;
-                let _ = worker;
             }
         }
-        shared
-            .lease
-            .switch_pending
-            .store(!self.pending.is_empty(), Ordering::Release);
-        shared
-            .lease
-            .committed_end
-            .store(self.committed_end, Ordering::Release);
-        *shared.lease.last_grant.lock() = Some(grant);
+        self.state
+            .committed(grant, self.committed_end, !self.pending.is_empty());
         if let Some(starter) = self.starter.take() {
             starter.unpark();
         }
@@ -362,51 +316,23 @@ impl Manager {
     /// generation, starting after every tick already reached so IDs keep
     /// increasing per thread.
     fn switch_to(&mut self, worker: u32, start: u64, end: u64) {
-        let shared = Arc::clone(&self.shared);
-        let sealed = shared.cursor.seal(Status::Switching);
-        if let Some(r) = sealed.reached {
-            shared.lease.note_reached(r);
-        }
-        let floor = shared.lease.reached().map_or(start, |r| start.max(r + 1));
-        shared
-            .lease
-            .switch_pending
-            .store(!self.pending.is_empty(), Ordering::Release);
-        if floor >= end {
-            shared.cursor.set_status(Status::Unavailable);
-            shared.lease.set_failure(
-                ErrorKind::Unavailable,
-                format!(
-                    "grant [{start}, {end}) lies before ticks already issued (up to {})",
-                    floor - 1
-                ),
-            );
+        match self.state.switch(
+            self.generation + 1,
+            worker,
+            start,
+            end,
+            !self.pending.is_empty(),
+        ) {
             // Nothing installed: the next grant goes through a switch too.
-            self.installed_end = 0;
-            return;
+            Switched::Behind => self.installed_end = 0,
+            Switched::Closed => self.generation += 1,
+            Switched::Installed(installed) => {
+                self.generation += 1;
+                self.installed_end = installed;
+                if installed < end {
+                    self.pending.push_front((installed, end));
+                }
+            }
         }
-        self.generation += 1;
-        #[cfg(test)]
-        shared.hook(crate::state::HookPoint::BeforeInstall);
-        // A close that ran since the seal above keeps the cursor closed:
-        // `Closed` is final in the cursor itself.
-        let installed = shared
-            .cursor
-            .install(self.generation, u64::from(worker), floor, end);
-        #[cfg(test)]
-        shared.hook(crate::state::HookPoint::AfterInstall);
-        let Some(installed) = installed else {
-            return;
-        };
-        self.installed_end = installed;
-        if self.installed_end < end {
-            self.pending.push_front((self.installed_end, end));
-            shared.lease.switch_pending.store(true, Ordering::Release);
-        }
-        shared
-            .lease
-            .worker
-            .store(u64::from(worker), Ordering::Release);
-        shared.lease.installed.store(true, Ordering::Release);
     }
 }

@@ -391,6 +391,12 @@ fn a_horizon_past_the_authority_lead_is_refused_at_start() {
     .start()
     .unwrap();
     assert!(g.next_id().unwrap() > 0);
+    // Ticks longer than the lead: no grant could ever be made.
+    let coarse = Layout::with_all(41, 10, 12, grantid::DEFAULT_EPOCH_MS, 10_000).unwrap();
+    let err = Generator::builder(coarse, "t", MemoryAuthority::new().with_max_lead_ms(7_000))
+        .start()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
 
 #[test]

@@ -116,6 +116,11 @@ fn scratch_file(name: &str) -> PathBuf {
 /// Asks the file authority for a grant from `bytes` as its state file, and
 /// for its status: a grant that validates or a typed error, never a panic.
 fn check_state_file(path: &PathBuf, bytes: &[u8], layout: Layout) {
+    // Each input is a file of its own history: without this, the sidecar
+    // of the previous input's grant would quarantine it as a restore.
+    if let Some(sidecar) = grantid_authority::sidecar_path(path) {
+        let _ = std::fs::remove_file(sidecar);
+    }
     std::fs::write(path, bytes).unwrap();
     let url = format!("file:{}", path.display());
     let authority = grantid_authority::open(&url).unwrap();
@@ -171,4 +176,7 @@ fn remove_scratch(path: &Path) {
         }
     }
     let _ = std::fs::remove_dir(dir);
+    if let Some(sidecar) = grantid_authority::sidecar_path(path) {
+        let _ = std::fs::remove_file(sidecar);
+    }
 }

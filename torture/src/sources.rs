@@ -58,6 +58,10 @@ impl<S: GrantSource> GrantSource for PreferWorker<S> {
     fn release(&self, last: &Grant) {
         self.inner.release(last)
     }
+
+    fn max_lead_ms(&self) -> Option<u64> {
+        self.inner.max_lead_ms()
+    }
 }
 
 /// FAULT INJECTION ONLY — never an authority. Answers every request with a

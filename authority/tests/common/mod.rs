@@ -51,6 +51,15 @@ pub fn redis_url() -> Option<String> {
     Some(url)
 }
 
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A fresh random 64-bit value.
 pub fn random() -> u64 {
     let mut b = [0u8; 8];
@@ -117,7 +126,18 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
                 .with_lease_grace(grace_ms)
                 .with_clock(clock),
         ),
-        Kind::File => Box::new(FileAuthority::new(temp_path("rule"), options).with_clock(clock)),
+        // The rule's cases step the clock by hours: no bounded lead here
+        // (tests/state_loss.rs covers it).
+        Kind::File => Box::new(
+            FileAuthority::new(
+                temp_path("rule"),
+                Options {
+                    max_lead_ms: 1 << 40,
+                    ..options
+                },
+            )
+            .with_clock(clock),
+        ),
         Kind::Postgres => Box::new(
             PgAuthority::new(
                 &postgres_url()?,
@@ -129,8 +149,6 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
             .unwrap()
             .with_injected_clock(clock),
         ),
-        // The rule's cases step the clock by hours: no bounded lead here
-        // (tests/state_loss.rs covers it).
         Kind::Redis => Box::new(
             RedisAuthority::new(
                 &redis_url()?,

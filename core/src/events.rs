@@ -13,6 +13,7 @@
 //! | `grant_refused` | warn | core | the authority refused the request permanently (start-up fails; a running generator treats it as lost) |
 //! | `release_panicked` | warn | core | the authority's `release` panicked (the lease ends by expiry) |
 //! | `release_failed` | warn | authorities | a best-effort release did not reach the authority (the lease ends by expiry) |
+//! | `sidecar_unusable` | warn | file authority | the state file's sidecar (its identity record) cannot be used: state-file loss is not detected (docs/AUTHORITIES.md, "State loss") |
 //! | `grant_invalid` | error | core | an answer was not a valid grant for its request |
 //! | `lease_lost` | error | core | the authority gave the worker to someone else |
 //! | `on_lease_lost_panicked` | error | core | the host's `on_lease_lost` callback panicked |
@@ -59,6 +60,9 @@ events! {
     RELEASE_PANICKED = "release_panicked", Warn;
     /// A best-effort release did not reach the authority.
     RELEASE_FAILED = "release_failed", Warn;
+    /// The file authority cannot use its sidecar: state-file loss goes
+    /// undetected.
+    SIDECAR_UNUSABLE = "sidecar_unusable", Warn;
     /// An answer was not a valid grant.
     GRANT_INVALID = "grant_invalid", Error;
     /// The worker was given to someone else.

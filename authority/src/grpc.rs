@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 use grantid::{Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use grantid_proto::v1::acquire_response::Answer;
 use grantid_proto::v1::grant_service_client::GrantServiceClient;
-use grantid_proto::v1::{AcquireRequest, ReleaseRequest};
+use grantid_proto::v1::{AcquireRequest, InitRequest, ReleaseRequest, StatusRequest};
 use tokio::runtime::Runtime;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
@@ -219,23 +220,127 @@ impl GrantSource for GrpcAuthority {
     }
 }
 
+impl GrpcAuthority {
+    /// One call of the server's GrantService with the call's `timeout_ms`,
+    /// decoded by `decode`. The server's error keeps its kind (the
+    /// `grantid-code` metadata, docs/SERVICE.md); a server that cannot be
+    /// reached or does not answer in time is `Unavailable`.
+    fn call<M: Send, T: Send>(
+        &self,
+        what: &str,
+        call: impl AsyncFnOnce(GrantServiceClient<Channel>) -> Result<tonic::Response<M>, tonic::Status>
+        + Send,
+        decode: impl FnOnce(M) -> Result<T, Error> + Send,
+    ) -> Result<T, Error> {
+        let timeout = self.options.timeout;
+        let outcome = self.run(|rt, client| {
+            Ok(rt.block_on(async { tokio::time::timeout(timeout, call(client)).await }))
+        });
+        let failed =
+            |kind, why: String| Error::new(kind, format!("grpc://{}: {what}: {why}", self.addr));
+        match outcome.map_err(Error::from)? {
+            Ok(Ok(response)) => decode(response.into_inner()),
+            Ok(Err(status)) => {
+                let kind = status
+                    .metadata()
+                    .get("grantid-code")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|code| ErrorKind::ALL.into_iter().find(|k| k.code() == code))
+                    .unwrap_or(ErrorKind::Unavailable);
+                Err(failed(
+                    kind,
+                    format!("{:?}: {}", status.code(), status.message()),
+                ))
+            }
+            Err(_) => Err(failed(
+                ErrorKind::Unavailable,
+                format!("no answer within {timeout:?}"),
+            )),
+        }
+    }
+}
+
 impl Authority for GrpcAuthority {
+    /// The server's `init` of its own authority.
     fn init(&self) -> Result<String, Error> {
-        Ok(format!(
-            "grpc://{}: nothing to set up from here; the server's own authority is set up where the server runs",
-            self.addr
-        ))
+        self.call(
+            "Init",
+            async |mut c| c.init(InitRequest {}).await,
+            |r| {
+                Ok(format!(
+                    "grpc://{}: the server's authority: {}",
+                    self.addr, r.report
+                ))
+            },
+        )
     }
 
-    fn status(&self, _namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+    /// A new deployment is declared where the store is, never over the
+    /// network: `init --new-deployment` is refused here.
+    fn init_new_deployment(&self) -> Result<String, Error> {
         Err(Error::new(
             ErrorKind::InvalidArgument,
             format!(
-                "grpc://{}: worker status is read from the server's own authority URL",
+                "grpc://{}: a new deployment is declared with the server's own authority URL, \
+                 where the store is (docs/AUTHORITIES.md, \"State loss\")",
                 self.addr
             ),
         ))
     }
+
+    /// A quarantine is started where the store is, like a new deployment.
+    fn fence(&self) -> Result<String, Error> {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "grpc://{}: fence the server's own authority URL, where the store is \
+                 (docs/AUTHORITIES.md, \"State loss\")",
+                self.addr
+            ),
+        ))
+    }
+
+    /// The server's authority's worker records, checked like any store's
+    /// (authority/src/answer.rs).
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+        let request = StatusRequest {
+            namespace: namespace.unwrap_or_default().to_owned(),
+        };
+        let store = format!("grpc://{}", self.addr);
+        self.call(
+            "Status",
+            async |mut c| c.status(request).await,
+            |r| {
+                r.workers
+                    .iter()
+                    .map(|w| worker_from_proto(&store, w).map_err(Error::from))
+                    .collect()
+            },
+        )
+    }
+}
+
+fn worker_from_proto(
+    store: &str,
+    w: &grantid_proto::v1::WorkerStatus,
+) -> Result<WorkerStatus, GrantError> {
+    let layout = w.layout.as_ref();
+    let record = WorkerRecord {
+        namespace: &w.namespace,
+        layout: [
+            layout.map(|l| i128::from(l.timestamp_bits)),
+            layout.map(|l| i128::from(l.worker_bits)),
+            layout.map(|l| i128::from(l.sequence_bits)),
+            layout.map(|l| i128::from(l.epoch_ms)),
+            layout.map(|l| i128::from(l.tick_ms)),
+        ],
+        worker: Some(i128::from(w.worker)),
+        holder: w.holder.map(i128::from),
+        lease_expiry: Some(i128::from(w.lease_expiry)),
+        high_water: Some(i128::from(w.high_water)),
+        fencing: Some(i128::from(w.fencing)),
+    };
+    worker_status(store, &record)
 }
 
 #[cfg(test)]

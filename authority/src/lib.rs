@@ -65,6 +65,7 @@
 
 use grantid::{Error, GrantSource};
 
+pub mod answer;
 #[cfg(any(feature = "mysql", feature = "etcd"))]
 mod blocking;
 mod datacenter;

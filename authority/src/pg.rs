@@ -21,6 +21,7 @@ use std::time::Instant;
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
 use tokio_postgres::{Client, NoTls};
 
+use crate::answer::{AcquireAnswer, WorkerRecord, grant_from_answer, worker_status};
 use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
@@ -347,29 +348,22 @@ impl GrantSource for PgAuthority {
             )
             .await
         })?;
-        let status: String = row.get(0);
-        if status != "granted" {
-            let message: String = row.get::<_, Option<String>>(5).unwrap_or_default();
-            let why = format!("namespace {:?}: {message}", request.namespace);
-            return Err(match status.as_str() {
-                "lost" => GrantError::Lost(why),
-                "refused" => GrantError::Refused(why),
-                "wait" => GrantError::Unavailable(why),
-                _ => unavailable("malformed answer", format!("status {status:?}: {message}")),
-            });
-        }
-        let field = |i: usize| -> Result<i64, GrantError> {
-            row.try_get::<_, i64>(i)
-                .map_err(|e| unavailable("malformed answer", e))
+        let number = |i: usize| {
+            row.try_get::<_, Option<i64>>(i)
+                .ok()
+                .flatten()
+                .map(i128::from)
         };
-        Ok(Grant {
-            namespace: request.namespace.clone(),
-            worker: u32::try_from(field(1)?).map_err(|e| unavailable("malformed worker", e))?,
-            incarnation: request.incarnation,
-            grant_id: field(2)? as u64,
-            start: field(3)? as u64,
-            end: field(4)? as u64,
-        })
+        let text = |i: usize| row.try_get::<_, Option<&str>>(i).ok().flatten();
+        let answer = AcquireAnswer {
+            status: text(0),
+            message: text(5),
+            worker: number(1),
+            grant_id: number(2),
+            start: number(3),
+            end: number(4),
+        };
+        grant_from_answer("postgres", request, &answer)
     }
 
     fn release(&self, last: &Grant) {
@@ -468,22 +462,28 @@ impl Authority for PgAuthority {
             .map_err(Error::from)?;
         rows.iter()
             .map(|r| {
-                let layout = Layout::with_all(
-                    r.get::<_, i32>(1) as u8,
-                    r.get::<_, i32>(2) as u8,
-                    r.get::<_, i32>(3) as u8,
-                    r.get::<_, i64>(4) as u64,
-                    r.get::<_, i64>(5) as u64,
-                )?;
-                Ok(WorkerStatus {
-                    namespace: r.get(0),
-                    layout,
-                    worker: r.get::<_, i64>(6) as u32,
-                    holder: r.get::<_, Option<i64>>(7).map(|h| h as u64),
-                    lease_expiry: r.get::<_, i64>(8) as u64,
-                    high_water: r.get::<_, i64>(9) as u64,
-                    fencing: r.get::<_, i64>(10) as u64,
-                })
+                let number = |i: usize| {
+                    (r.try_get::<_, Option<i64>>(i)
+                        .ok()
+                        .flatten()
+                        .map(i128::from))
+                    .or_else(|| {
+                        r.try_get::<_, Option<i32>>(i)
+                            .ok()
+                            .flatten()
+                            .map(i128::from)
+                    })
+                };
+                let record = WorkerRecord {
+                    namespace: r.try_get(0).unwrap_or_default(),
+                    layout: [number(1), number(2), number(3), number(4), number(5)],
+                    worker: number(6),
+                    holder: number(7),
+                    lease_expiry: number(8),
+                    high_water: number(9),
+                    fencing: number(10),
+                };
+                worker_status("postgres", &record).map_err(Error::from)
             })
             .collect()
     }

@@ -8,9 +8,10 @@
 
 use std::sync::Arc;
 
-use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use redis::{Client, Connection, Script};
 
+use crate::answer::{AcquireAnswer, WorkerRecord, grant_from_answer, worker_status};
 use crate::forklocal::ForkLocal;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
@@ -161,13 +162,6 @@ fn check_persistence(c: &mut Connection) -> Result<String, GrantError> {
     ))
 }
 
-fn number(reply: &[String], i: usize) -> Result<u64, GrantError> {
-    reply
-        .get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| unavailable("malformed answer", format!("{reply:?}")))
-}
-
 impl GrantSource for RedisAuthority {
     fn max_lead_ms(&self) -> Option<u64> {
         Some(self.options.max_lead_ms)
@@ -215,30 +209,7 @@ impl GrantSource for RedisAuthority {
                 .invoke(c)
                 .map_err(|e| unavailable("script failed", e))
         })?;
-        match reply.first().map(String::as_str) {
-            Some("granted") => Ok(Grant {
-                namespace: request.namespace.clone(),
-                worker: u32::try_from(number(&reply, 1)?)
-                    .map_err(|e| unavailable("malformed worker", e))?,
-                incarnation: request.incarnation,
-                grant_id: number(&reply, 2)?,
-                start: number(&reply, 3)?,
-                end: number(&reply, 4)?,
-            }),
-            Some(status @ ("lost" | "refused" | "wait")) => {
-                let why = format!(
-                    "namespace {:?}: {}",
-                    request.namespace,
-                    reply.get(1).cloned().unwrap_or_default()
-                );
-                Err(match status {
-                    "lost" => GrantError::Lost(why),
-                    "refused" => GrantError::Refused(why),
-                    _ => GrantError::Unavailable(why),
-                })
-            }
-            _ => Err(unavailable("malformed answer", format!("{reply:?}"))),
-        }
+        grant_from_answer("redis", request, &AcquireAnswer::from_script_reply(&reply))
     }
 
     fn release(&self, last: &Grant) {
@@ -357,7 +328,8 @@ fn read_status(
             .and_then(|s| s.strip_suffix('}'))
             .unwrap_or(&prefix)
             .to_owned();
-        let f: Vec<Option<u64>> = c
+        let number = |v: &Option<String>| v.as_deref().and_then(|v| v.parse::<i128>().ok());
+        let f: Vec<Option<String>> = c
             .hget(
                 &layout_key,
                 &[
@@ -369,30 +341,22 @@ fn read_status(
                 ],
             )
             .map_err(|e| unavailable("HMGET failed", e))?;
-        let get = |i: usize| f.get(i).copied().flatten().unwrap_or(0);
-        let layout = Layout::with_all(get(0) as u8, get(1) as u8, get(2) as u8, get(3), get(4))
-            .map_err(|e| unavailable("bad layout record", e))?;
+        let layout = std::array::from_fn(|i| f.get(i).and_then(number));
         for wk in scan(c, &format!("{}:w:*", glob_escape(&prefix)))? {
-            let Some(worker) = wk.rsplit(':').next().and_then(|w| w.parse().ok()) else {
-                continue;
-            };
-            let (holder, expiry, hw, fencing): (
-                Option<u64>,
-                Option<u64>,
-                Option<u64>,
-                Option<u64>,
-            ) = c
+            let worker = wk.rsplit(':').next().and_then(|w| w.parse::<i128>().ok());
+            let [holder, expiry, hw, fencing]: [Option<String>; 4] = c
                 .hget(&wk, &["holder", "lease_expiry", "high_water", "fencing"])
                 .map_err(|e| unavailable("HMGET failed", e))?;
-            out.push(WorkerStatus {
-                namespace: ns.clone(),
+            let record = WorkerRecord {
+                namespace: &ns,
                 layout,
                 worker,
-                holder,
-                lease_expiry: expiry.unwrap_or(0),
-                high_water: hw.unwrap_or(0),
-                fencing: fencing.unwrap_or(0),
-            });
+                holder: number(&holder),
+                lease_expiry: number(&expiry),
+                high_water: number(&hw),
+                fencing: number(&fencing),
+            };
+            out.push(worker_status("redis", &record)?);
         }
     }
     out.sort_by(|a, b| (&a.namespace, a.worker).cmp(&(&b.namespace, b.worker)));

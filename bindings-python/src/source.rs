@@ -221,7 +221,7 @@ impl PyCalls {
                 log(
                     py,
                     "debug",
-                    &format!("event=source_traceback {why}"),
+                    &format!("event={} {why}", grantid::events::SOURCE_TRACEBACK.name),
                     Some(&err),
                 );
                 return Err(GrantError::Unavailable(why));

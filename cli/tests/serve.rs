@@ -276,14 +276,85 @@ fn the_command_takes_a_grpc_authority() {
         .collect();
     assert_eq!(ids.len(), 5);
     assert_unique(&mut ids);
-    // Status is read from the server's own authority, not through it.
+    // Status through the server is its authority's own (the lease column,
+    // computed from the clock at each read, aside).
+    let file_url = format!("file:{}", dir.join("state.json").display());
+    let status = |url: &str, namespace: Option<&str>| -> serde_json::Value {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["authority", "status", url, "--format", "json"]);
+        if let Some(ns) = namespace {
+            cmd.args(["--namespace", ns]);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{url}: {err}");
+        let mut rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        for row in rows.as_array_mut().unwrap() {
+            row.as_object_mut().unwrap().remove("lease");
+        }
+        rows
+    };
+    // The server's own generator renews between two reads: compare its
+    // records by name only; the `cli` records (closed) field by field.
+    let workers = |rows: &serde_json::Value| -> Vec<(String, u64)> {
+        let rows = rows.as_array().unwrap().iter();
+        rows.map(|r| {
+            (
+                r["namespace"].as_str().unwrap().to_owned(),
+                r["worker"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+    };
+    let all = workers(&status(&url, None));
+    assert_eq!(all, workers(&status(&file_url, None)));
+    assert!(all.iter().any(|(ns, _)| ns == "cli"), "{all:?}");
+    assert!(all.iter().any(|(ns, _)| ns == "server-own"), "{all:?}");
+    let only = status(&url, Some("cli"));
+    assert!(!only.as_array().unwrap().is_empty());
+    assert!(
+        only.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["namespace"] == "cli"),
+        "{only}"
+    );
+    assert_eq!(only, status(&file_url, Some("cli")));
+    // Init runs the server's authority's init; a new deployment is declared
+    // where the store is, never through the server.
     let out = Command::new(BIN)
-        .args(["authority", "status", &url])
+        .args(["authority", "init", &url])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("the server's authority") && said.contains("state file"),
+        "{said}"
+    );
+    for args in [["init", "--new-deployment"].as_slice(), &["fence"]] {
+        let out = Command::new(BIN)
+            .arg("authority")
+            .args(args)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("where the store is"), "{args:?}: {err}");
+    }
+    kill_9(&mut srv);
+    // Status with the server gone: UNAVAILABLE, not a wrong answer.
+    let out = Command::new(BIN)
+        .args(["authority", "status", &format!("{url}?timeout_ms=200")])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("server's own authority URL"));
-    kill_9(&mut srv);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("grpc://"));
     // With the server gone: UNAVAILABLE within the start-up timeout.
     let out = Command::new(BIN)
         .args(["next", "--authority", &format!("{url}?timeout_ms=200")])

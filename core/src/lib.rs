@@ -56,10 +56,8 @@
 //! ## Events
 //!
 //! Logged through the `log` facade, target `grantid`, each message starting
-//! with a stable `event=` name: `grant` (debug), `grant_uncertain` and
-//! `grant_refused` (warn), `grant_invalid`, `lease_lost`,
-//! `on_lease_lost_panicked`, `renewal_panicked` (error), `fork_reactivate`, `closed` (info),
-//! `release_panicked` (warn).
+//! with a stable `event=` name: the one list, with levels, is [`events`]
+//! (`grant` at debug, `grant_uncertain` at warn, `lease_lost` at error, ...).
 //!
 //! ## Threads
 //!
@@ -75,6 +73,7 @@ mod clock;
 #[doc(hidden)]
 pub mod cursor;
 mod error;
+pub mod events;
 mod forksafe;
 mod generator;
 mod grant;

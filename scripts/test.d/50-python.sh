@@ -15,6 +15,12 @@ rm -rf "$venv"
 # (the backend runs `maturin` from PATH).
 PATH="$PWD/$venv/bin:$PATH" CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/python} \
   "$venv/bin/pip" install -q --disable-pip-version-check --no-build-isolation ./bindings-python
+# The C library beside the extension (test_c_and_python_logging.py loads
+# it with ctypes); the debug build that step 10 / 40 already made.
+cargo build -q -p grantid-ffi --locked
+ffi_dir=${CARGO_TARGET_DIR:-target}
+case "$ffi_dir" in /*) ;; *) ffi_dir="$PWD/$ffi_dir" ;; esac
+export GRANTID_FFI_LIB="$ffi_dir/debug/libgrantid_ffi.so"
 (
   cd bindings-python/tests
   # From the tests folder, so `import grantid` is the installed package.

@@ -43,6 +43,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use grantid::{Error, ErrorKind, Generator, GrantSource, Layout};
+use grantid_authority::Authority;
 use grantid_proto::v1::grant_service_server::GrantServiceServer;
 use grantid_proto::v1::id_generator_service_server::IdGeneratorServiceServer;
 use tokio::net::TcpListener;
@@ -207,8 +208,7 @@ pub async fn run(
             "the namespace must not be empty",
         ));
     }
-    let authority: Arc<dyn GrantSource> =
-        Arc::from(grantid_authority::from_url(&config.authority)?);
+    let authority: Arc<dyn Authority> = Arc::from(grantid_authority::open(&config.authority)?);
     if let Some(addr) = config.metrics {
         telemetry::install(addr)?;
         log::info!(target: "grantid_server", "event=metrics addr={addr}");
@@ -239,7 +239,7 @@ pub async fn run(
     let (fatal_tx, fatal_rx) = oneshot::channel::<Error>();
     tokio::spawn(start_generator(
         Arc::clone(&state),
-        Arc::clone(&authority),
+        Arc::clone(&authority) as Arc<dyn GrantSource>,
         config.clone(),
         stop_rx.clone(),
         fatal_tx,

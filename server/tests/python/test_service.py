@@ -304,6 +304,25 @@ class GrantServiceTest(unittest.TestCase):
         self.assertEqual(code_of(lambda: g.Release(pb.ReleaseRequest()))[0], grpc.StatusCode.INVALID_ARGUMENT)
         self.assertEqual(g.Acquire(self.request(incarnation=99)).WhichOneof("answer"), "granted")
 
+    def test_status_and_init(self):
+        g = self.server.grants
+        granted = g.Acquire(self.request(namespace="status-py", incarnation=77)).granted
+        every = g.Status(pb.StatusRequest(), timeout=5).workers
+        self.assertIn("own", {w.namespace for w in every})
+        mine = g.Status(pb.StatusRequest(namespace="status-py"), timeout=5).workers
+        self.assertEqual(len(mine), 1)
+        w = mine[0]
+        self.assertEqual((w.namespace, w.worker, w.holder), ("status-py", granted.worker, 77))
+        self.assertEqual(w.high_water, granted.end)
+        self.assertEqual(w.fencing, granted.grant_id)
+        self.assertEqual((w.layout.worker_bits, w.layout.tick_ms), (4, 1))
+        self.assertTrue(w.HasField("holder"))
+        g.Release(pb.ReleaseRequest(grant=granted))
+        released = g.Status(pb.StatusRequest(namespace="status-py"), timeout=5).workers[0]
+        self.assertFalse(released.HasField("holder"))
+        self.assertEqual(list(g.Status(pb.StatusRequest(namespace="none-such")).workers), [])
+        self.assertIn("state file", g.Init(pb.InitRequest(), timeout=5).report)
+
 
 class EdgeTest(unittest.TestCase):
     def test_no_sequence_left_is_resource_exhausted(self):

@@ -848,6 +848,10 @@ impl Generator {
             }
             if m.is_finished() {
                 let _ = m.join();
+            } else {
+                // Before the release below: a grant the call still brings
+                // is then released by the renewal thread (lease.rs).
+                shared.lease.abandoned.store(true, Ordering::SeqCst);
             }
         }
         if same_process && let Some(last) = shared.lease.last_grant() {

@@ -221,6 +221,19 @@ impl Manager {
         let answer = catch_unwind(AssertUnwindSafe(|| source.acquire(&request)));
         self.state.set_in_flight(false);
         if self.stopped() {
+            // A grant committed after close() gave up waiting for this call
+            // and released the worker leased it again: give it back, or it
+            // stays out of use until its lease ends. (If close() had not
+            // given up when this was read, its release comes after this
+            // grant's commit and covers it.) Never in a fork() child: the
+            // worker is its parent's.
+            if let Ok(Ok(grant)) = &answer
+                && self.state.abandoned()
+                && grantid_fork::epoch() == self.fork_epoch
+                && catch_unwind(AssertUnwindSafe(|| source.release(grant))).is_err()
+            {
+                log::warn!(target: "grantid", "event=release_panicked worker={}", grant.worker);
+            }
             return Outcome::Uncertain;
         }
         match answer {

@@ -143,6 +143,11 @@ impl LeaseHandle {
     pub(crate) fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::SeqCst)
     }
+    /// True once `close()` released the worker without waiting for this
+    /// thread's call in flight.
+    pub(crate) fn abandoned(&self) -> bool {
+        self.shared.lease.abandoned.load(Ordering::SeqCst)
+    }
     /// The cursor's generation tag (a `fork()` child's carries its
     /// parent's, so every switch of the child installs a new one).
     pub(crate) fn generation(&self) -> u64 {
@@ -315,6 +320,10 @@ pub(crate) struct LeaseView {
     pub(crate) in_flight: AtomicBool,
     /// The renewal thread of this activation panicked: no renewal comes.
     pub(crate) renewal_stopped: AtomicBool,
+    /// `close()` stopped waiting for the renewal thread (a call was still in
+    /// flight) before it released the worker: a grant that call still
+    /// brings is released by the renewal thread itself.
+    pub(crate) abandoned: AtomicBool,
     pub(crate) reached: AtomicU64,
     pub(crate) failure: ForkSafeMutex<(ErrorKind, String)>,
     pub(crate) last_grant: ForkSafeMutex<Option<Grant>>,
@@ -331,6 +340,7 @@ impl Default for LeaseView {
             installed: AtomicBool::new(false),
             in_flight: AtomicBool::new(false),
             renewal_stopped: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             reached: AtomicU64::new(NONE),
             failure: ForkSafeMutex::new((ErrorKind::Unavailable, "no grant requested yet".into())),
             last_grant: ForkSafeMutex::new(None),
@@ -349,6 +359,7 @@ impl LeaseView {
         self.switch_pending.store(false, Ordering::SeqCst);
         self.installed.store(false, Ordering::SeqCst);
         self.renewal_stopped.store(false, Ordering::SeqCst);
+        self.abandoned.store(false, Ordering::SeqCst);
         *self.last_grant.lock() = None;
         self.set_failure(ErrorKind::Unavailable, "waiting for the first grant");
     }

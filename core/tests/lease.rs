@@ -432,6 +432,36 @@ fn close_stops_issuing_releases_the_worker_and_is_idempotent() {
 }
 
 #[test]
+fn a_grant_that_arrives_after_close_is_released_too() {
+    let source = Scripted::new();
+    let g = fast(source.clone(), 20, 40);
+    let worker = layout().decode(g.next_id().unwrap()).unwrap().worker as u32;
+    let incarnation = g.stats().incarnation;
+    source.set(Mode::Hang);
+    wait_until("a renewal call", || source.in_call.load(Ordering::SeqCst));
+    // close() waits only briefly (200 ms) for the call in flight, then
+    // releases.
+    g.close();
+    assert_eq!(source.releases.load(Ordering::SeqCst), 1);
+    assert!(
+        source.in_call.load(Ordering::SeqCst),
+        "the call still hangs"
+    );
+    // The hung call now commits a renewal, leasing the worker again: the
+    // renewal thread gives it back.
+    source.set(Mode::Normal);
+    wait_until("the late grant's release", || {
+        source.releases.load(Ordering::SeqCst) == 2
+    });
+    let record = source.inner.snapshot().namespaces["lease"].workers[worker as usize].clone();
+    assert_ne!(
+        record.holder,
+        Some(incarnation),
+        "the late grant kept the worker"
+    );
+}
+
+#[test]
 fn grant_switches_racing_next_id_never_duplicate() {
     let source = Scripted::new();
     let g = Arc::new(fast(source.clone(), 5, 15));

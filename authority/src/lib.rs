@@ -140,6 +140,24 @@ pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError
         .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
 }
 
+/// The checks of a request to an authority that stores ticks in signed
+/// 64-bit columns (PostgreSQL, MySQL): a storable namespace, at most 62
+/// timestamp bits, epoch and tick that fit.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn check_sql_request(
+    request: &grantid::GrantRequest,
+    engine: &str,
+) -> Result<(), grantid::GrantError> {
+    check_namespace(&request.namespace)?;
+    let l = request.layout;
+    if l.timestamp_bits() > 62 || l.epoch_ms() > i64::MAX as u64 || l.tick_ms() > i64::MAX as u64 {
+        return Err(grantid::GrantError::Refused(format!(
+            "the {engine} authority supports at most 62 timestamp bits"
+        )));
+    }
+    Ok(())
+}
+
 /// A grant source that can also set itself up and report its state.
 pub trait Authority: GrantSource {
     /// Creates what the backend needs (PostgreSQL schema and function,

@@ -253,16 +253,8 @@ impl GrantSource for MysqlAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
+        crate::check_sql_request(request, "MySQL")?;
         let l = request.layout;
-        if l.timestamp_bits() > 62
-            || l.epoch_ms() > i64::MAX as u64
-            || l.tick_ms() > i64::MAX as u64
-        {
-            return Err(GrantError::Refused(
-                "the MySQL authority supports at most 62 timestamp bits".into(),
-            ));
-        }
         let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
         let params: Vec<Value> = vec![
             request.namespace.as_str().into(),

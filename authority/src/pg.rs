@@ -310,16 +310,8 @@ impl GrantSource for PgAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
+        crate::check_sql_request(request, "PostgreSQL")?;
         let l = request.layout;
-        if l.timestamp_bits() > 62
-            || l.epoch_ms() > i64::MAX as u64
-            || l.tick_ms() > i64::MAX as u64
-        {
-            return Err(GrantError::Refused(
-                "the PostgreSQL authority supports at most 62 timestamp bits".into(),
-            ));
-        }
         let [_, _, _, epoch_ms, tick_ms] = layout_params(&l);
         let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
         let duration = request.duration.clamp(1, l.timestamp_limit()) as i64;

@@ -74,6 +74,21 @@ fn generator(url: &str, ns: &str, losses: Arc<AtomicUsize>) -> Generator {
         .unwrap()
 }
 
+/// Issues from `g` on a thread of its own until `stop`; every ID it got.
+fn issue_until(g: &Arc<Generator>, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<u64>> {
+    let (g, stop) = (Arc::clone(g), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let mut ids = Vec::new();
+        while !stop.load(Ordering::SeqCst) {
+            match g.next_id() {
+                Ok(id) => ids.push(id),
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        ids
+    })
+}
+
 #[test]
 fn redis_restarted_empty_never_repeats_an_id() {
     let Some(server) = Server::start(common::free_port()) else {
@@ -88,19 +103,7 @@ fn redis_restarted_empty_never_repeats_an_id() {
     let a_losses = Arc::new(AtomicUsize::new(0));
     let a = Arc::new(generator(&url, &ns, a_losses.clone()));
     let stop = Arc::new(AtomicBool::new(false));
-    let issuing = {
-        let (a, stop) = (a.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut ids = Vec::new();
-            while !stop.load(Ordering::SeqCst) {
-                match a.next_id() {
-                    Ok(id) => ids.push(id),
-                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                }
-            }
-            ids
-        })
-    };
+    let issuing = issue_until(&a, &stop);
     std::thread::sleep(Duration::from_millis(500));
     // The server dies and comes back empty; the operator runs init again.
     let port = server.kill();
@@ -315,19 +318,7 @@ fn a_restored_or_deleted_state_file_never_repeats_an_id() {
         let a_losses = Arc::new(AtomicUsize::new(0));
         let a = Arc::new(generator(&url, &ns, a_losses.clone()));
         let stop = Arc::new(AtomicBool::new(false));
-        let issuing = {
-            let (a, stop) = (a.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut ids = Vec::new();
-                while !stop.load(Ordering::SeqCst) {
-                    match a.next_id() {
-                        Ok(id) => ids.push(id),
-                        Err(_) => std::thread::sleep(Duration::from_millis(1)),
-                    }
-                }
-                ids
-            })
-        };
+        let issuing = issue_until(&a, &stop);
         std::thread::sleep(Duration::from_millis(400));
         match fault {
             "restore" => std::fs::write(&state, &backup).unwrap(),

@@ -677,7 +677,7 @@ impl Ctx {
 
 impl GrantSource for EtcdAuthority {
     fn max_lead_ms(&self) -> Option<u64> {
-        Some(self.options.max_lead_ms)
+        Some(self.ctx.options.max_lead_ms)
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {

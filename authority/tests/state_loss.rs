@@ -74,6 +74,21 @@ fn generator(url: &str, ns: &str, losses: Arc<AtomicUsize>) -> Generator {
         .unwrap()
 }
 
+/// The epoch in a file authority's state file (+1 per quarantine; 0 when
+/// the file or the field is missing).
+fn store_epoch(path: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.split("\"epoch\":")
+        .nth(1)
+        .and_then(|rest| {
+            rest.trim_start()
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Issues from `g` on a thread of its own until `stop`; every ID it got.
 fn issue_until(g: &Arc<Generator>, stop: &Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<u64>> {
     let (g, stop) = (Arc::clone(g), Arc::clone(stop));
@@ -320,9 +335,24 @@ fn a_restored_or_deleted_state_file_never_repeats_an_id() {
         let stop = Arc::new(AtomicBool::new(false));
         let issuing = issue_until(&a, &stop);
         std::thread::sleep(Duration::from_millis(400));
-        match fault {
-            "restore" => std::fs::write(&state, &backup).unwrap(),
-            _ => std::fs::remove_file(&state).unwrap(),
+        // The fault happens outside the file lock, as a restore does: a
+        // write of the first generator that read the file before it and
+        // renames after it undoes it (nothing is lost then). Repeat it
+        // until it stands, or until a reader has seen it (a new epoch).
+        let epoch_before = store_epoch(&state);
+        loop {
+            match fault {
+                "restore" => std::fs::write(&state, &backup).unwrap(),
+                _ => std::fs::remove_file(&state).unwrap(),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            let stands = match std::fs::read(&state) {
+                Ok(bytes) => fault == "restore" && bytes == backup,
+                Err(_) => fault == "delete",
+            };
+            if stands || store_epoch(&state) > epoch_before {
+                break;
+            }
         }
         let t0 = Instant::now();
         let b = generator(&url, &ns, Arc::new(AtomicUsize::new(0)));

@@ -61,7 +61,8 @@ if ensure_protoc; then
     fence_url="${url}?max_lead_ms=800&clock_skew_ms=0"
     target/debug/grantid authority fence "$fence_url"
     t0=$(date +%s%N)
-    target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence >/dev/null
+    target/debug/grantid next -n 1 --authority "$fence_url" --namespace smoke-fence \
+      --grant-duration-ms 200 --horizon-ms 600 >/dev/null
     waited=$(( ($(date +%s%N) - t0) / 1000000 ))
     echo "${url%%:*}: first ID $waited ms after a fence of 800 ms"
     [ "$waited" -ge 700 ]

@@ -36,12 +36,7 @@ fn layout() -> Layout {
     Layout::new(41, 2, 8).unwrap()
 }
 
-fn waits(r: Result<Grant, GrantError>, needle: &str) {
-    assert!(
-        matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains(needle)),
-        "{needle}: {r:?}"
-    );
-}
+use common::{quarantine_lead_and_fence, waits};
 
 /// A server process started from a command line, killed with SIGKILL and
 /// started again on the same data and port.
@@ -198,37 +193,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The common checks of a fresh store: first use quarantined, then a
-/// grant; the bounded lead; the operator's fence. Returns the authority.
-fn quarantine_lead_and_fence(url: &str, ns: &str) -> Box<dyn grantid_authority::Authority> {
-    let authority = open(url).unwrap();
-    let req =
-        |inc, worker, not_before| common::request(ns, inc, 1, worker, not_before, 10, layout());
-    // First use of a store without grantid state: quarantined.
-    waits(authority.acquire(&req(1, None, 0)), "no grantid state");
-    std::thread::sleep(Duration::from_millis(600));
-    let g = authority.acquire(&req(2, None, 0)).unwrap();
-    // The bounded lead: a renewal asked to start 10 s ahead must wait.
-    waits(
-        authority.acquire(&common::request(
-            ns,
-            2,
-            2,
-            Some(g.worker),
-            g.end + 10_000,
-            10,
-            layout(),
-        )),
-        "max_lead",
-    );
-    // The operator's fence.
-    assert!(authority.fence().unwrap().contains("quarantine until"));
-    waits(authority.acquire(&req(3, None, 0)), "fenced");
-    std::thread::sleep(Duration::from_millis(600));
-    authority.acquire(&req(4, None, 0)).unwrap();
-    authority
-}
-
 #[test]
 fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() {
     let Some(base) = common::mysql_url() else {
@@ -247,7 +211,7 @@ fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() 
     let _cleanup = DropDatabase(base.clone(), db.clone());
     let url = format!("{server}/{db}?max_lead_ms=400&clock_skew_ms=100");
     let ns = common::namespace("myloss");
-    let authority = quarantine_lead_and_fence(&url, &ns);
+    let authority = quarantine_lead_and_fence(&url, &ns, layout());
     // A failover to another server: the recorded identity differs from the
     // server's (here made to differ, as a row copied from elsewhere would).
     common::mariadb_cli(
@@ -305,7 +269,7 @@ fn etcd_quarantines_new_state_a_fence_another_cluster_and_a_revision_that_went_b
         server.port
     );
     let ns = common::namespace("etcdloss");
-    let authority = quarantine_lead_and_fence(&url, &ns);
+    let authority = quarantine_lead_and_fence(&url, &ns, layout());
     let req = |inc| common::request(&ns, inc, 1, None, 0, 10, layout());
 
     // A backup of the data directory, taken while the server is down.

@@ -259,58 +259,16 @@ fn postgres_quarantines_new_state_a_fence_and_a_new_timeline_and_bounds_the_lead
         return;
     };
     let url = format!("{}?max_lead_ms=400&clock_skew_ms=100", db.url);
-    let authority = open(&url).unwrap();
     let ns = common::namespace("pgloss");
+    let authority = common::quarantine_lead_and_fence(&url, &ns, layout());
     let req =
         |inc, worker, not_before| common::request(&ns, inc, 1, worker, not_before, 10, layout());
-    let waits = |r: Result<grantid::Grant, grantid::GrantError>, needle: &str| {
-        assert!(
-            matches!(r, Err(grantid::GrantError::Unavailable(ref m)) if m.contains(needle)),
-            "{needle}: {r:?}"
-        );
-    };
-    // First use of a database without grantid state: quarantined.
-    waits(authority.acquire(&req(1, None, 0)), "no grantid state");
-    std::thread::sleep(Duration::from_millis(600));
-    let g = authority.acquire(&req(2, None, 0)).unwrap();
-    // The bounded lead: a renewal asked to start 10 s ahead must wait.
-    waits(
-        authority.acquire(&common::request(
-            &ns,
-            2,
-            2,
-            Some(g.worker),
-            g.end + 10_000,
-            10,
-            layout(),
-        )),
-        "max_lead",
-    );
-    // The operator's fence.
-    assert!(authority.fence().unwrap().contains("quarantine until"));
-    waits(authority.acquire(&req(3, None, 0)), "fenced");
-    // A renewal during the quarantine loses its worker.
-    let r = authority.acquire(&common::request(
-        &ns,
-        2,
-        3,
-        Some(g.worker),
-        g.end,
-        10,
-        layout(),
-    ));
-    assert!(
-        matches!(r, Err(grantid::GrantError::Lost(ref m)) if m.contains("acquire again")),
-        "{r:?}"
-    );
-    std::thread::sleep(Duration::from_millis(600));
-    authority.acquire(&req(4, None, 0)).unwrap();
     // A promotion or point-in-time recovery moves to a new timeline: here
     // the recorded identity is made to differ, as a restored row would.
     let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
     c.batch_execute("UPDATE grantid.store SET timeline = timeline - 1")
         .unwrap();
-    waits(authority.acquire(&req(5, None, 0)), "identity changed");
+    common::waits(authority.acquire(&req(5, None, 0)), "identity changed");
 }
 
 /// The file authority: while a generator issues, its state file is restored

@@ -291,3 +291,51 @@ pub fn acquire_in_child(source: &dyn grantid::GrantSource, ns: &str) -> bool {
     }
     b[0] == 1
 }
+
+/// Asserts that `r` is `Unavailable` with `needle` in its message.
+pub fn waits(r: Result<Grant, grantid::GrantError>, needle: &str) {
+    assert!(
+        matches!(r, Err(grantid::GrantError::Unavailable(ref m)) if m.contains(needle)),
+        "{needle}: {r:?}"
+    );
+}
+
+/// The state-loss checks every engine passes on a fresh store (its URL
+/// with `max_lead_ms=400&clock_skew_ms=100`): first use quarantined, then
+/// a grant; the bounded lead; the operator's fence, during which a first
+/// grant waits and a renewal loses its worker. Returns the authority.
+pub fn quarantine_lead_and_fence(
+    url: &str,
+    ns: &str,
+    layout: Layout,
+) -> Box<dyn grantid_authority::Authority> {
+    let authority = grantid_authority::open(url).unwrap();
+    let req = |inc, worker, not_before| request(ns, inc, 1, worker, not_before, 10, layout);
+    waits(authority.acquire(&req(1, None, 0)), "no grantid state");
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let g = authority.acquire(&req(2, None, 0)).unwrap();
+    // The bounded lead: a renewal asked to start 10 s ahead must wait.
+    waits(
+        authority.acquire(&request(
+            ns,
+            2,
+            2,
+            Some(g.worker),
+            g.end + 10_000,
+            10,
+            layout,
+        )),
+        "max_lead",
+    );
+    assert!(authority.fence().unwrap().contains("quarantine until"));
+    waits(authority.acquire(&req(3, None, 0)), "fenced");
+    let renewal = request(ns, 2, 3, Some(g.worker), g.end, 10, layout);
+    let r = authority.acquire(&renewal);
+    assert!(
+        matches!(r, Err(grantid::GrantError::Lost(ref m)) if m.contains("acquire again")),
+        "a renewal during a quarantine: {r:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    authority.acquire(&req(4, None, 0)).unwrap();
+    authority
+}

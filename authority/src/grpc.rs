@@ -153,6 +153,15 @@ impl GrpcAuthority {
     }
 }
 
+/// `message` with the caller's deadline sent along (`grpc-timeout`): the
+/// server drops a call whose caller has given up, before it reaches the
+/// store (docs/SERVICE.md, "Fan-in").
+fn with_deadline<T>(message: T, left: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(left);
+    request
+}
+
 impl GrantSource for GrpcAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         let wire = AcquireRequest {
@@ -164,8 +173,11 @@ impl GrantSource for GrpcAuthority {
                 let deadline = Instant::now() + timeout;
                 loop {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let status = match tokio::time::timeout(left, client.acquire(wire.clone()))
-                        .await
+                    let status = match tokio::time::timeout(
+                        left,
+                        client.acquire(with_deadline(wire.clone(), left)),
+                    )
+                    .await
                     {
                         Err(_) => {
                             return Err(self.unavailable(format!("no answer within {timeout:?}")));
@@ -177,6 +189,9 @@ impl GrantSource for GrpcAuthority {
                                     Err(GrantError::Lost(format!("grpc://{}: {why}", self.addr)))
                                 }
                                 Some(Answer::Unavailable(why)) => Err(self.unavailable(why)),
+                                Some(Answer::Refused(why)) => {
+                                    Err(GrantError::Refused(format!("grpc://{}: {why}", self.addr)))
+                                }
                                 None => Err(GrantError::Invalid(format!(
                                     "grpc://{}: the answer holds no outcome",
                                     self.addr
@@ -206,7 +221,9 @@ impl GrantSource for GrpcAuthority {
         let timeout = self.options.timeout;
         let answer = self.run(|rt, mut client| {
             rt.block_on(async {
-                match tokio::time::timeout(timeout, client.release(wire)).await {
+                match tokio::time::timeout(timeout, client.release(with_deadline(wire, timeout)))
+                    .await
+                {
                     Ok(Ok(_)) => Ok(()),
                     Ok(Err(status)) => Err(self.unavailable(status.message())),
                     Err(_) => Err(self.unavailable(format!("no answer within {timeout:?}"))),
@@ -263,9 +280,10 @@ impl GrpcAuthority {
 impl Authority for GrpcAuthority {
     /// The server's `init` of its own authority.
     fn init(&self) -> Result<String, Error> {
+        let timeout = self.options.timeout;
         self.call(
             "Init",
-            async |mut c| c.init(InitRequest {}).await,
+            async |mut c| c.init(with_deadline(InitRequest {}, timeout)).await,
             |r| {
                 Ok(format!(
                     "grpc://{}: the server's authority: {}",
@@ -307,9 +325,10 @@ impl Authority for GrpcAuthority {
             namespace: namespace.unwrap_or_default().to_owned(),
         };
         let store = format!("grpc://{}", self.addr);
+        let timeout = self.options.timeout;
         self.call(
             "Status",
-            async |mut c| c.status(request).await,
+            async |mut c| c.status(with_deadline(request, timeout)).await,
             |r| {
                 r.workers
                     .iter()

@@ -240,6 +240,22 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
     }
 }
 
+/// Opens `n` independent sessions of the authority named by `url` (at
+/// least one), for a caller that runs several calls at once, such as a
+/// grantid server forwarding a fleet's grants: each session has its own
+/// connection, so calls on different sessions do not wait for each other.
+/// The store serialises what must be serialised (a row lock, a script, a
+/// transaction). `file:` and `static:` run every call under one file lock,
+/// so more sessions would only wait on it: for them one session is
+/// returned, whatever `n` is.
+pub fn open_sessions(url: &str, n: usize) -> Result<Vec<Box<dyn Authority>>, Error> {
+    let n = match url::parse(url)?.target {
+        Target::File(_) | Target::Static { .. } => 1,
+        _ => n.max(1),
+    };
+    (0..n).map(|_| open(url)).collect()
+}
+
 /// Opens the authority named by `url` as a [`GrantSource`]: the entry point
 /// every binding uses. See [`open`].
 pub fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {

@@ -18,6 +18,11 @@ pub struct ServeArgs {
     /// it hands out (default: the file authority, as for `grantid next`).
     #[arg(long, short = 'a', env = "GRANTID_AUTHORITY")]
     pub authority: Option<String>,
+    /// Authority sessions (connections) the grants handed out over
+    /// GrantService are forwarded on, besides the server's own; `file:`
+    /// and `static:` use one.
+    #[arg(long, default_value_t = grantid_server::DEFAULT_AUTHORITY_SESSIONS)]
+    pub authority_sessions: usize,
     /// The namespace of the IDs the server issues.
     #[arg(long, default_value = "default")]
     pub namespace: String,
@@ -62,6 +67,7 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
         &a.namespace,
     );
     config.layout = a.layout.layout()?;
+    config.authority_sessions = a.authority_sessions;
     config.metrics = a
         .metrics
         .as_deref()

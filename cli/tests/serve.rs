@@ -521,3 +521,223 @@ fn a_postgres_backed_server_stops_cleanly_on_sigterm() {
     };
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
+
+/// Starts `grantid serve` on PostgreSQL with `sessions` authority sessions
+/// and a long authority timeout, so that a call blocked on a row lock holds
+/// its session for as long as the test keeps the lock.
+fn server_with_sessions(pg: &str, sessions: usize) -> (Child, u16) {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--authority", &format!("{pg}?timeout_ms=20000")])
+        .args(["--authority-sessions", &sessions.to_string()])
+        .args(["--namespace", "server-own"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, port)
+}
+
+/// A PostgreSQL transaction holding the row of `namespace`: every request
+/// for a new worker of that namespace waits for it in the store.
+struct NamespaceLock {
+    client: postgres::Client,
+}
+
+impl NamespaceLock {
+    fn hold(pg: &str, namespace: &str) -> NamespaceLock {
+        let mut client = postgres::Client::connect(pg, postgres::NoTls).unwrap();
+        client.batch_execute("BEGIN").unwrap();
+        let rows = client
+            .execute(
+                "SELECT 1 FROM grantid.namespaces WHERE namespace = $1 FOR UPDATE",
+                &[&namespace],
+            )
+            .unwrap();
+        assert_eq!(rows, 1, "namespace {namespace} is not registered");
+        NamespaceLock { client }
+    }
+
+    fn release(mut self) {
+        self.client.batch_execute("COMMIT").unwrap();
+    }
+}
+
+/// Grants the store recorded for `namespace` and incarnations from `first`.
+fn logged_grants(pg: &str, namespace: &str, first: u64) -> i64 {
+    let mut client = postgres::Client::connect(pg, postgres::NoTls).unwrap();
+    client
+        .query_one(
+            "SELECT count(*) FROM grantid.grant_log WHERE namespace = $1 AND incarnation >= $2",
+            &[&namespace, &(first as i64)],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A namespace of its own, registered through the server.
+fn registered_namespace(pg: &str, via: &dyn grantid::GrantSource, name: &str) -> String {
+    let mut first = grant_request(1, None, 0);
+    first.namespace = format!("{name}-{}", std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while via.acquire(&first).is_err() {
+        assert!(Instant::now() < deadline, "the server never granted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(logged_grants(pg, &first.namespace, 1), 1);
+    first.namespace
+}
+
+/// Grant calls on different sessions do not wait for each other: while one
+/// call is stuck in the store, another namespace's call is answered.
+#[test]
+fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let (mut srv, port) = server_with_sessions(&pg, 4);
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let stuck = registered_namespace(&pg, via.as_ref(), "stuck");
+    let free = registered_namespace(&pg, via.as_ref(), "free");
+    let lock = NamespaceLock::hold(&pg, &stuck);
+    let blocked = {
+        let url = url.clone();
+        let mut r = grant_request(2, None, 0);
+        r.namespace = stuck.clone();
+        std::thread::spawn(move || {
+            // Longer than the lock is held, so that it ends with a grant.
+            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
+            via.acquire(&r)
+        })
+    };
+    // The stuck call reaches its session and waits in the store.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut other = grant_request(2, None, 0);
+    other.namespace = free;
+    let short = grantid_authority::from_url(&format!("{url}?timeout_ms=2000")).unwrap();
+    let answer = short.acquire(&other);
+    assert!(
+        !blocked.is_finished(),
+        "the stuck call ended while its row was locked"
+    );
+    lock.release();
+    assert!(answer.is_ok(), "the other namespace waited: {answer:?}");
+    let stuck_answer = blocked.join().unwrap();
+    assert!(stuck_answer.is_ok(), "{stuck_answer:?}");
+    kill_9(&mut srv);
+}
+
+/// Under overload the server sheds and drops work nobody waits for: with
+/// one session held in the store, calls beyond the wait bound are refused
+/// at once (`RESOURCE_EXHAUSTED`), and calls whose client gave up while
+/// they waited never reach the store (no grant for a caller that is gone).
+#[test]
+fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let (mut srv, port) = server_with_sessions(&pg, 1);
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let namespace = registered_namespace(&pg, via.as_ref(), "overload");
+    let lock = NamespaceLock::hold(&pg, &namespace);
+    let blocker = {
+        let url = url.clone();
+        let mut r = grant_request(2, None, 0);
+        r.namespace = namespace.clone();
+        std::thread::spawn(move || {
+            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
+            via.acquire(&r)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // More callers than may wait for the one session; each gives up after
+    // 2.5 s, while the session is still held.
+    let callers = grantid_server::WAITING_PER_SESSION + 16;
+    let first_incarnation = 1_000;
+    let waiting: Vec<_> = (0..callers as u64)
+        .map(|i| {
+            let url = format!("{url}?timeout_ms=2500");
+            let mut r = grant_request(first_incarnation + i, None, 0);
+            r.namespace = namespace.clone();
+            std::thread::spawn(move || {
+                // Kept open afterwards, as a generator keeps its
+                // connection: a closed one would cancel the call anyway.
+                let via = grantid_authority::from_url(&url).unwrap();
+                let answer = via.acquire(&r);
+                (via, answer)
+            })
+        })
+        .collect();
+    let (_connections, answers): (Vec<_>, Vec<_>) =
+        waiting.into_iter().map(|t| t.join().unwrap()).unzip();
+    // The server's deadline of each call runs from when it arrived, a
+    // moment after its client's: past both before the session is free.
+    std::thread::sleep(Duration::from_secs(1));
+    lock.release();
+    assert!(blocker.join().unwrap().is_ok());
+    let shed = answers
+        .iter()
+        .filter(|a| matches!(a, Err(grantid::GrantError::Unavailable(why)) if why.contains("at capacity")))
+        .count();
+    // The others gave up (their deadline passed while they waited).
+    assert!(
+        answers
+            .iter()
+            .all(|a| matches!(a, Err(grantid::GrantError::Unavailable(_)))),
+        "{answers:?}"
+    );
+    assert!(shed >= 1, "none shed: {answers:?}");
+    assert!(shed < callers, "all shed: {answers:?}");
+    // What the store does after the lock is gone comes within moments; the
+    // dropped calls must never come.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        logged_grants(&pg, &namespace, first_incarnation),
+        0,
+        "calls whose clients had gone were granted"
+    );
+    kill_9(&mut srv);
+}
+
+/// A permanent refusal of the server's authority reaches the client as
+/// one (a starting generator then fails at once instead of retrying until
+/// its start-up timeout).
+#[test]
+fn a_refusal_passes_through_as_a_refusal() {
+    let dir = scratch("refused");
+    let port = free_port();
+    let srv = server(port, &dir.join("state.json"));
+    let source = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}")).unwrap();
+    let mut first = grant_request(1, None, 0);
+    first.namespace = "refused".into();
+    source.acquire(&first).unwrap();
+    let other_layout = grantid::GrantRequest {
+        incarnation: 2,
+        layout: Layout::new(41, 8, 14).unwrap(),
+        ..first
+    };
+    let answer = source.acquire(&other_layout);
+    assert!(
+        matches!(&answer, Err(grantid::GrantError::Refused(why)) if why.contains("layout")),
+        "{answer:?}"
+    );
+    let started = Generator::builder(
+        Layout::new(41, 8, 14).unwrap(),
+        "refused",
+        std::sync::Arc::<dyn grantid::GrantSource>::from(source),
+    )
+    .start();
+    assert_eq!(
+        started.err().map(|e| e.kind()),
+        Some(ErrorKind::InvalidArgument)
+    );
+    finish(srv, &dir);
+}

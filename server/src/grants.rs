@@ -5,8 +5,6 @@
 //! `Status` and `Init` are the authority's own `status` and `init`, so
 //! `grantid authority status|init grpc://...` work from anywhere.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
 use std::time::Instant;
 
 use grantid::{Error, ErrorKind, GrantError};
@@ -21,11 +19,12 @@ use grantid_proto::{grant_from_proto, grant_request_from_proto};
 use tonic::{Request, Response, Status};
 
 use crate::codes::{invalid, result_code, status_of};
+use crate::sessions::Sessions;
 use crate::telemetry::{MethodMetrics, grant_answer};
 
 /// The GrantService of one server.
 pub struct GrantForwarder {
-    authority: Arc<dyn Authority>,
+    sessions: Sessions,
     acquire: MethodMetrics,
     release: MethodMetrics,
     status: MethodMetrics,
@@ -39,9 +38,9 @@ impl std::fmt::Debug for GrantForwarder {
 }
 
 impl GrantForwarder {
-    pub(crate) fn new(authority: Arc<dyn Authority>) -> GrantForwarder {
+    pub(crate) fn new(sessions: Sessions) -> GrantForwarder {
         GrantForwarder {
-            authority,
+            sessions,
             acquire: MethodMetrics::new("Acquire"),
             release: MethodMetrics::new("Release"),
             status: MethodMetrics::new("Status"),
@@ -49,24 +48,20 @@ impl GrantForwarder {
         }
     }
 
-    /// Runs `op` on the authority on a blocking thread (it blocks on its
-    /// store, bounded by its timeout_ms); a panic is `Unavailable`.
+    /// Runs `op` on a free authority session (`crate::sessions`); a panic
+    /// is `Unavailable`, a shed call `RESOURCE_EXHAUSTED`.
     async fn blocking<T: Send + 'static>(
         &self,
         what: &str,
         op: impl FnOnce(&dyn Authority) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Status> {
-        let authority = Arc::clone(&self.authority);
-        let joined = tokio::task::spawn_blocking(move || {
-            catch_unwind(AssertUnwindSafe(|| op(authority.as_ref())))
-        })
-        .await;
-        match joined {
-            Ok(Ok(r)) => r.map_err(|e| status_of(&e)),
-            _ => Err(status_of(&Error::new(
+        match self.sessions.run(op).await {
+            Ok(Some(r)) => r.map_err(|e| status_of(&e)),
+            Ok(None) => Err(status_of(&Error::new(
                 ErrorKind::Unavailable,
                 format!("the server's authority panicked during {what}"),
             ))),
+            Err(e) => Err(status_of(&e)),
         }
     }
 
@@ -86,25 +81,26 @@ impl GrantForwarder {
             .as_ref()
             .ok_or_else(|| invalid("request is missing"))?;
         let request = grant_request_from_proto(request).map_err(|e| status_of(&e))?;
-        let authority = Arc::clone(&self.authority);
-        // The authority blocks on its store (bounded by its timeout_ms).
-        let joined = tokio::task::spawn_blocking(move || {
-            catch_unwind(AssertUnwindSafe(|| authority.acquire(&request)))
-        })
-        .await;
-        let answer = match joined {
-            Ok(Ok(Ok(grant))) => Answer::Granted((&grant).into()),
-            Ok(Ok(Err(GrantError::Lost(why)))) => Answer::Lost(why),
-            Ok(Ok(Err(GrantError::Unavailable(why)))) => Answer::Unavailable(why),
-            Ok(Ok(Err(GrantError::Invalid(why)))) => Answer::Unavailable(format!(
+        let answer = match self.sessions.run(move |a| a.acquire(&request)).await {
+            Ok(Some(Ok(grant))) => Answer::Granted((&grant).into()),
+            Ok(Some(Err(GrantError::Lost(why)))) => Answer::Lost(why),
+            Ok(Some(Err(GrantError::Unavailable(why)))) => Answer::Unavailable(why),
+            Ok(Some(Err(GrantError::Refused(why)))) => Answer::Refused(why),
+            Ok(Some(Err(GrantError::Invalid(why)))) => Answer::Unavailable(format!(
                 "the server's authority gave an invalid grant: {why}"
             )),
-            _ => Answer::Unavailable("the server's authority panicked".into()),
+            Ok(None) => Answer::Unavailable("the server's authority panicked".into()),
+            // Shed before it reached the store: nothing was granted.
+            Err(e) => {
+                grant_answer("shed");
+                return Err(status_of(&e));
+            }
         };
         grant_answer(match &answer {
             Answer::Granted(_) => "granted",
             Answer::Lost(_) => "lost",
             Answer::Unavailable(_) => "unavailable",
+            Answer::Refused(_) => "refused",
         });
         Ok(AcquireResponse {
             answer: Some(answer),
@@ -120,17 +116,11 @@ impl GrantForwarder {
             return Err(invalid("grant.namespace is empty"));
         }
         let grant = grant_from_proto(grant);
-        let authority = Arc::clone(&self.authority);
-        let joined = tokio::task::spawn_blocking(move || {
-            catch_unwind(AssertUnwindSafe(|| authority.release(&grant)))
+        self.blocking("release", move |a| {
+            a.release(&grant);
+            Ok(ReleaseResponse {})
         })
-        .await;
-        match joined {
-            Ok(Ok(())) => Ok(ReleaseResponse {}),
-            _ => Err(Status::unavailable(
-                "the server's authority panicked during release",
-            )),
-        }
+        .await
     }
 }
 

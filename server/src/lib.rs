@@ -36,6 +36,7 @@
 mod codes;
 mod grants;
 mod ids;
+mod sessions;
 mod telemetry;
 
 use std::net::SocketAddr;
@@ -56,9 +57,12 @@ use tonic_health::server::HealthReporter;
 
 pub use codes::{CODE_METADATA, code_of, status_of};
 pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
+pub use sessions::{DEFAULT_AUTHORITY_SESSIONS, MAX_WAIT, WAITING_PER_SESSION};
 
 /// The default listen address of `grantid serve`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+/// Most authority sessions one server opens.
+pub const MAX_AUTHORITY_SESSIONS: usize = 64;
 /// Default bound on the calls in flight when a drain starts.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// TCP keepalive of accepted connections: a peer that vanished without a
@@ -84,6 +88,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The server's authority URL (its own worker, and GrantService).
     pub authority: String,
+    /// Independent authority sessions (connections) GrantService forwards
+    /// on, besides the one of the server's own generator; `file:` and
+    /// `static:` always use one (docs/SERVICE.md, "Fan-in").
+    pub authority_sessions: usize,
     /// The namespace of the IDs the server issues.
     pub namespace: String,
     /// The layout of those IDs.
@@ -111,6 +119,7 @@ impl Config {
         Config {
             listen,
             authority: authority.to_owned(),
+            authority_sessions: sessions::DEFAULT_AUTHORITY_SESSIONS,
             namespace: namespace.to_owned(),
             layout: Layout::default(),
             metrics: None,
@@ -208,7 +217,31 @@ pub async fn run(
             "the namespace must not be empty",
         ));
     }
-    let authority: Arc<dyn Authority> = Arc::from(grantid_authority::open(&config.authority)?);
+    if !(1..=MAX_AUTHORITY_SESSIONS).contains(&config.authority_sessions) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "authority sessions must be 1 to {MAX_AUTHORITY_SESSIONS}, got {}",
+                config.authority_sessions
+            ),
+        ));
+    }
+    // The generator's renewals get a session of their own, so a fleet's
+    // calls never delay them; `file:` and `static:` share their one.
+    let mut opened: Vec<Arc<dyn Authority>> =
+        grantid_authority::open_sessions(&config.authority, config.authority_sessions + 1)?
+            .into_iter()
+            .map(Arc::from)
+            .collect();
+    let authority = if opened.len() > 1 {
+        opened.remove(0)
+    } else {
+        Arc::clone(&opened[0])
+    };
+    log::info!(
+        target: "grantid_server",
+        "event=authority_sessions count={}", opened.len()
+    );
     if let Some(addr) = config.metrics {
         telemetry::install(addr)?;
         log::info!(target: "grantid_server", "event=metrics addr={addr}");
@@ -288,7 +321,7 @@ pub async fn run(
             Arc::clone(&state),
         )))
         .add_service(GrantServiceServer::new(grants::GrantForwarder::new(
-            Arc::clone(&authority),
+            sessions::Sessions::new(opened),
         )));
     log::info!(
         target: "grantid_server",

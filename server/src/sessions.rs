@@ -1,0 +1,178 @@
+//! The server's authority sessions for GrantService (docs/SERVICE.md,
+//! "Fan-in"): a few independent connections to the store, each running one
+//! call at a time, and a bounded wait for a free one.
+//!
+//! A fleet's grant calls queue here, never inside an authority session:
+//! the authority's own `timeout_ms` then bounds only the store's work, not
+//! the wait for a turn, so a queue never times a session out (which would
+//! drop its connection and make the next call slower still). The wait ends
+//! with the caller: tonic drops a call whose client deadline
+//! (`grpc-timeout`) has passed, and a call dropped while it waits never
+//! reaches the store. Past [`Sessions::max_waiting`] waiting calls, or
+//! after [`MAX_WAIT`], a call is shed at once with `RESOURCE_EXHAUSTED`:
+//! the client backs off and retries, and the server keeps its throughput
+//! instead of collapsing under work nobody waits for.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use grantid::{Error, ErrorKind};
+use grantid_authority::Authority;
+use metrics::{Counter, Gauge};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Default number of authority sessions of one server.
+pub const DEFAULT_AUTHORITY_SESSIONS: usize = 4;
+/// Calls that may wait for a session, per session, before more are shed.
+pub const WAITING_PER_SESSION: usize = 64;
+/// Longest wait for a session when the client sent no deadline (the
+/// `grpc://` authority's default `timeout_ms`).
+pub const MAX_WAIT: Duration = Duration::from_secs(3);
+
+/// A session in use: back to the idle list, and its permit released, when
+/// dropped (on the blocking thread that ran the call, whatever the call
+/// did).
+struct InUse {
+    pool: Arc<Pool>,
+    session: Option<Arc<dyn Authority>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take()
+            && let Ok(mut idle) = self.pool.idle.lock()
+        {
+            idle.push(s);
+        }
+        self.pool.busy.decrement(1.0);
+    }
+}
+
+struct Pool {
+    idle: Mutex<Vec<Arc<dyn Authority>>>,
+    busy: Gauge,
+}
+
+/// See the module docs.
+pub(crate) struct Sessions {
+    pool: Arc<Pool>,
+    permits: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    max_waiting: usize,
+    shed: Counter,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("available", &self.permits.available_permits())
+            .field("waiting", &self.waiting.load(Ordering::Relaxed))
+            .field("max_waiting", &self.max_waiting)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Decrements the waiting count when the wait ends, also when the call is
+/// dropped while it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Sessions {
+    /// A pool of `sessions` (at least one).
+    pub fn new(sessions: Vec<Arc<dyn Authority>>) -> Sessions {
+        let n = sessions.len().max(1);
+        metrics::gauge!("grantid_authority_sessions").set(sessions.len() as f64);
+        Sessions {
+            permits: Arc::new(Semaphore::new(sessions.len())),
+            pool: Arc::new(Pool {
+                idle: Mutex::new(sessions),
+                busy: metrics::gauge!("grantid_authority_sessions_busy"),
+            }),
+            waiting: AtomicUsize::new(0),
+            max_waiting: n * WAITING_PER_SESSION,
+            shed: metrics::counter!("grantid_grant_calls_shed_total"),
+        }
+    }
+
+    fn shed(&self, why: String) -> Error {
+        self.shed.increment(1);
+        Error::new(
+            ErrorKind::CapacityExhausted,
+            format!("the server is at capacity: {why}; retry after a back-off"),
+        )
+    }
+
+    /// Waits (bounded) for a free session.
+    async fn take(&self) -> Result<InUse, Error> {
+        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if self.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiting {
+                    self.waiting.fetch_sub(1, Ordering::Relaxed);
+                    return Err(self.shed(format!(
+                        "{} calls already wait for an authority session",
+                        self.max_waiting
+                    )));
+                }
+                let _waiting = Waiting(&self.waiting);
+                match tokio::time::timeout(MAX_WAIT, Arc::clone(&self.permits).acquire_owned())
+                    .await
+                {
+                    Ok(Ok(p)) => p,
+                    Ok(Err(_)) => {
+                        return Err(Error::new(ErrorKind::Closed, "the server is stopping"));
+                    }
+                    Err(_) => {
+                        return Err(
+                            self.shed(format!("no authority session was free within {MAX_WAIT:?}"))
+                        );
+                    }
+                }
+            }
+        };
+        let session = self.pool.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let Some(session) = session else {
+            // A permit without an idle session breaks the pool's invariant
+            // (a poisoned lock): no call can be served safely from it.
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "the server's authority sessions are unusable",
+            ));
+        };
+        self.pool.busy.increment(1.0);
+        Ok(InUse {
+            pool: Arc::clone(&self.pool),
+            session: Some(session),
+            _permit: permit,
+        })
+    }
+
+    /// Runs `op` on a free session, on a blocking thread (the authority
+    /// blocks on its store, bounded by its `timeout_ms`). The session goes
+    /// back to the pool when `op` returns, even if the caller has gone. A
+    /// panic is `Ok(None)`, for the caller to report.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&dyn Authority) -> T + Send + 'static,
+    ) -> Result<Option<T>, Error> {
+        let in_use = self.take().await?;
+        let joined = tokio::task::spawn_blocking(move || {
+            let result = in_use
+                .session
+                .as_ref()
+                .and_then(|s| catch_unwind(AssertUnwindSafe(|| op(s.as_ref()))).ok());
+            drop(in_use);
+            result
+        })
+        .await;
+        Ok(joined.ok().flatten())
+    }
+}

@@ -13,10 +13,18 @@
 //!   mark (its last grant's end) is within 100 ms of the clock: the
 //!   authority's rule for a first grant (docs/AUTHORITIES.md, "Which
 //!   worker").
+//!
+//! An uncertain answer (a timeout, a shed call) may still have been
+//! granted: the store may commit after the client gave up. The ledger
+//! keeps what it cannot know on the safe side of the checks: an uncertain
+//! renewal may have extended its worker's lease to the request's end, and
+//! an uncertain first request may hold some worker it never heard of until
+//! that grant's end plus the grace, so it counts like a first request in
+//! flight until then (or until its process's retry is granted).
 
 use std::sync::Mutex;
 
-use grantid::{Grant, Layout};
+use grantid::{Grant, GrantRequest, Layout};
 use hdrhistogram::Histogram;
 
 /// How far ahead of the clock a free worker's high-water mark may be for a
@@ -129,6 +137,9 @@ pub struct Ledger {
 struct Inner {
     slots: Vec<State>,
     in_flight_first: usize,
+    /// Uncertain first requests that may hold an unknown worker: the
+    /// incarnation and the end (Unix ms) of such a lease.
+    maybe_held: Vec<(u64, u64)>,
     tally: Tally,
 }
 
@@ -159,6 +170,7 @@ impl Ledger {
             inner: Mutex::new(Inner {
                 slots,
                 in_flight_first: 0,
+                maybe_held: Vec::new(),
                 tally: Tally {
                     first_grants: 0,
                     renewals: 0,
@@ -197,6 +209,10 @@ impl Ledger {
         let end_ms = self.end_ms(grant);
         let grace = self.grace_ms;
         let mut inner = self.lock();
+        if first {
+            // A retry of an uncertain first request: now its worker is known.
+            inner.maybe_held.retain(|&(inc, _)| inc != grant.incarnation);
+        }
         let Some(slot) = inner.slots.get(grant.worker as usize).copied() else {
             return;
         };
@@ -294,7 +310,12 @@ impl Ledger {
                 example.get_or_insert_with(|| format!("worker {worker}: {s:?}"));
             }
         }
-        let in_flight = inner.in_flight_first;
+        let maybe_held = inner
+            .maybe_held
+            .iter()
+            .filter(|&&(_, until)| until > sent_ms)
+            .count();
+        let in_flight = inner.in_flight_first + maybe_held;
         if usable > in_flight {
             inner.tally.violations.push(Violation {
                 sent_ms,
@@ -307,16 +328,64 @@ impl Ledger {
         }
     }
 
-    /// A first request that ended uncertain.
-    pub fn first_uncertain(&self) {
+    /// The latest Unix ms a grant for `request` answered at `answered_ms`
+    /// can end: the authority starts it at the request's `not_before` or
+    /// its clock, whichever is later.
+    fn possible_end_ms(&self, request: &GrantRequest, answered_ms: u64) -> u64 {
+        let duration_ms = request.duration.saturating_mul(self.layout.tick_ms());
+        self.layout
+            .unix_ms_of(request.not_before)
+            .max(answered_ms)
+            .saturating_add(duration_ms)
+    }
+
+    /// A first request that ended uncertain at `answered_ms`.
+    pub fn first_uncertain(&self, request: &GrantRequest, answered_ms: u64) {
+        let until = self.possible_end_ms(request, answered_ms) + self.grace_ms;
         let mut inner = self.lock();
         inner.in_flight_first = inner.in_flight_first.saturating_sub(1);
         inner.tally.uncertain += 1;
+        inner.maybe_held.retain(|&(inc, _)| inc != request.incarnation);
+        inner.maybe_held.push((request.incarnation, until));
+        inner.maybe_held.retain(|&(_, u)| u > answered_ms);
     }
 
-    /// A renewal that ended uncertain.
-    pub fn renewal_uncertain(&self) {
-        self.lock().tally.uncertain += 1;
+    /// A renewal that ended uncertain at `answered_ms`: it may have been
+    /// granted, and the lease extended.
+    pub fn renewal_uncertain(&self, request: &GrantRequest, answered_ms: u64) {
+        let possible = self.possible_end_ms(request, answered_ms);
+        let grace = self.grace_ms;
+        let mut inner = self.lock();
+        inner.tally.uncertain += 1;
+        let Some(worker) = request.worker else {
+            return;
+        };
+        let Some(slot) = inner.slots.get_mut(worker as usize) else {
+            return;
+        };
+        match slot {
+            State::Held {
+                incarnation,
+                end_ms,
+            } if *incarnation == request.incarnation => *end_ms = (*end_ms).max(possible),
+            State::Killed {
+                incarnation,
+                end_ms,
+                usable_ms,
+                ..
+            } if *incarnation == request.incarnation => {
+                *end_ms = (*end_ms).max(possible);
+                *usable_ms = (*usable_ms).max(possible + grace);
+            }
+            State::Released {
+                incarnation,
+                usable_ms,
+                ..
+            } if *incarnation == request.incarnation => {
+                *usable_ms = (*usable_ms).max(possible + grace);
+            }
+            _ => {}
+        }
     }
 
     /// A renewal answered `Lost`.
@@ -507,6 +576,66 @@ mod tests {
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
         ledger.first_sent();
         ledger.refused(true, "wait", T0 + 11_100, T0 + 11_110);
+        assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
+    }
+
+    fn request(incarnation: u64, worker: Option<u32>, layout: &Layout) -> GrantRequest {
+        GrantRequest {
+            namespace: "t".into(),
+            incarnation,
+            request_id: 1,
+            worker,
+            not_before: 0,
+            now: 0,
+            duration: layout.tick_at(T0 + 1_000) - layout.tick_at(T0),
+            layout: *layout,
+        }
+    }
+
+    #[test]
+    fn an_uncertain_first_request_may_hold_a_worker_until_its_lease_ends() {
+        let layout = Layout::new(41, 1, 21).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        ledger.first_sent();
+        ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        // Worker 1 unused; a first request times out: it may have got it.
+        ledger.first_sent();
+        ledger.first_uncertain(&request(2, None, &layout), T0 + 100);
+        ledger.first_sent();
+        ledger.refused(false, "no free worker", T0 + 200, T0 + 210);
+        assert!(ledger.with_tally(|t| t.violations.is_empty()));
+        // That lease would have ended (1 s grant + 5 s grace): a violation.
+        ledger.first_sent();
+        ledger.refused(false, "no free worker", T0 + 6_200, T0 + 6_210);
+        assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
+        // Its retry is granted worker 1: known again, no allowance left.
+        ledger.first_sent();
+        ledger.first_uncertain(&request(3, None, &layout), T0 + 6_300);
+        ledger.first_sent();
+        ledger.granted(true, &grant(1, 3, T0 + 7_300, &layout), T0 + 6_400);
+        assert!(ledger.lock().maybe_held.is_empty());
+    }
+
+    #[test]
+    fn an_uncertain_renewal_may_have_extended_the_lease() {
+        let layout = Layout::new(41, 1, 21).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        for (w, end) in [(0, T0 + 5_000), (1, T0 + 20_000)] {
+            ledger.first_sent();
+            ledger.granted(true, &grant(w, 1 + u64::from(w), end, &layout), T0);
+        }
+        // Worker 0 (incarnation 1, until T0 + 5 s) renews for 1 s more at
+        // T0 + 4 s: the answer is lost, then the process is killed.
+        let mut r = request(1, Some(0), &layout);
+        r.not_before = layout.tick_at(T0 + 5_000);
+        ledger.renewal_uncertain(&r, T0 + 4_000);
+        ledger.killed(0, 1, T0 + 4_100);
+        // Usable only after T0 + 6 s + the grace, not T0 + 5 s + the grace.
+        ledger.first_sent();
+        ledger.refused(false, "no free worker", T0 + 10_500, T0 + 10_510);
+        assert!(ledger.with_tally(|t| t.violations.is_empty()));
+        ledger.first_sent();
+        ledger.refused(false, "no free worker", T0 + 11_100, T0 + 11_110);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
     }
 }

@@ -76,9 +76,9 @@ impl GrantSource for Switched {
                 self.ledger
                     .refused(why.contains(WAIT_MARK), why, sent_ms, answered_ms)
             }
-            (Err(_), true) => self.ledger.first_uncertain(),
+            (Err(_), true) => self.ledger.first_uncertain(request, answered_ms),
             (Err(GrantError::Lost(_)), false) => self.ledger.renewal_lost(),
-            (Err(_), false) => self.ledger.renewal_uncertain(),
+            (Err(_), false) => self.ledger.renewal_uncertain(request, answered_ms),
         }
         answer
     }

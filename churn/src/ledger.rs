@@ -211,7 +211,9 @@ impl Ledger {
         let mut inner = self.lock();
         if first {
             // A retry of an uncertain first request: now its worker is known.
-            inner.maybe_held.retain(|&(inc, _)| inc != grant.incarnation);
+            inner
+                .maybe_held
+                .retain(|&(inc, _)| inc != grant.incarnation);
         }
         let Some(slot) = inner.slots.get(grant.worker as usize).copied() else {
             return;
@@ -345,7 +347,9 @@ impl Ledger {
         let mut inner = self.lock();
         inner.in_flight_first = inner.in_flight_first.saturating_sub(1);
         inner.tally.uncertain += 1;
-        inner.maybe_held.retain(|&(inc, _)| inc != request.incarnation);
+        inner
+            .maybe_held
+            .retain(|&(inc, _)| inc != request.incarnation);
         inner.maybe_held.push((request.incarnation, until));
         inner.maybe_held.retain(|&(_, u)| u > answered_ms);
     }

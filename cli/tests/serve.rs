@@ -522,10 +522,20 @@ fn a_postgres_backed_server_stops_cleanly_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{status:?}");
 }
 
+/// A server killed when the test ends, also when it fails.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `grantid serve` on PostgreSQL with `sessions` authority sessions
 /// and a long authority timeout, so that a call blocked on a row lock holds
 /// its session for as long as the test keeps the lock.
-fn server_with_sessions(pg: &str, sessions: usize) -> (Child, u16) {
+fn server_with_sessions(pg: &str, sessions: usize) -> (Running, u16) {
     let port = free_port();
     let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
@@ -541,7 +551,7 @@ fn server_with_sessions(pg: &str, sessions: usize) -> (Child, u16) {
         assert!(Instant::now() < deadline, "the server did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }
-    (child, port)
+    (Running(child), port)
 }
 
 /// A PostgreSQL transaction holding the row of `namespace`: every request
@@ -601,7 +611,7 @@ fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
     let Some(pg) = postgres_url() else {
         return;
     };
-    let (mut srv, port) = server_with_sessions(&pg, 4);
+    let (_server, port) = server_with_sessions(&pg, 4);
     let url = format!("grpc://127.0.0.1:{port}");
     let via = grantid_authority::from_url(&url).unwrap();
     let stuck = registered_namespace(&pg, via.as_ref(), "stuck");
@@ -631,7 +641,6 @@ fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
     assert!(answer.is_ok(), "the other namespace waited: {answer:?}");
     let stuck_answer = blocked.join().unwrap();
     assert!(stuck_answer.is_ok(), "{stuck_answer:?}");
-    kill_9(&mut srv);
 }
 
 /// Under overload the server sheds and drops work nobody waits for: with
@@ -643,7 +652,7 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
     let Some(pg) = postgres_url() else {
         return;
     };
-    let (mut srv, port) = server_with_sessions(&pg, 1);
+    let (_server, port) = server_with_sessions(&pg, 1);
     let url = format!("grpc://127.0.0.1:{port}");
     let via = grantid_authority::from_url(&url).unwrap();
     let namespace = registered_namespace(&pg, via.as_ref(), "overload");
@@ -704,7 +713,6 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
         0,
         "calls whose clients had gone were granted"
     );
-    kill_9(&mut srv);
 }
 
 /// A permanent refusal of the server's authority reaches the client as
@@ -740,4 +748,55 @@ fn a_refusal_passes_through_as_a_refusal() {
         Some(ErrorKind::InvalidArgument)
     );
     finish(srv, &dir);
+}
+
+/// Renewals keep a share of the sessions: however many first requests a
+/// fleet retries (a saturated fleet retries its starts for seconds), a live
+/// process's renewal finds a session.
+#[test]
+fn renewals_find_a_session_while_first_requests_fill_theirs() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let (_server, port) = server_with_sessions(&pg, 2);
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let namespace = registered_namespace(&pg, via.as_ref(), "renewals");
+    let mut live = grant_request(2, None, 0);
+    live.namespace = namespace.clone();
+    let held = via.acquire(&live).unwrap();
+    let lock = NamespaceLock::hold(&pg, &namespace);
+    // Two starts, each stuck in the store or waiting for a session.
+    let starts: Vec<_> = [3, 4]
+        .into_iter()
+        .map(|incarnation| {
+            let url = url.clone();
+            let mut r = grant_request(incarnation, None, 0);
+            r.namespace = namespace.clone();
+            let t = std::thread::spawn(move || {
+                let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
+                via.acquire(&r)
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            t
+        })
+        .collect();
+    let renewal = grantid::GrantRequest {
+        request_id: 2,
+        worker: Some(held.worker),
+        not_before: held.end,
+        ..live
+    };
+    let short = grantid_authority::from_url(&format!("{url}?timeout_ms=2000")).unwrap();
+    let answer = short.acquire(&renewal);
+    assert!(
+        starts.iter().all(|t| !t.is_finished()),
+        "a start ended while its namespace was locked"
+    );
+    lock.release();
+    assert!(answer.is_ok(), "the renewal found no session: {answer:?}");
+    for t in starts {
+        let start = t.join().unwrap();
+        assert!(start.is_ok(), "{start:?}");
+    }
 }

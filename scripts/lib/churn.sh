@@ -30,9 +30,7 @@ churn_serve_start() {
 }
 
 # The server's exit status on SIGTERM is reported, not asserted: the churn
-# checks are about the fleet (with a PostgreSQL authority the server's
-# shutdown currently panics while dropping its authority's runtime; see
-# docs/FLEET.md, "Found on the way").
+# checks are about the fleet (cli/tests/serve.rs asserts the clean stop).
 churn_serve_stop() {
   local pid rc
   for pid in "${CHURN_SERVE_PIDS[@]}"; do

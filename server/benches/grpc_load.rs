@@ -8,6 +8,10 @@
 //!
 //! `GRANTID_BENCH_SERVER_THREADS` and `GRANTID_BENCH_CLIENT_THREADS` set the
 //! worker threads of the two runtimes (default: one per CPU, and 2).
+//! `GRANTID_BENCH_SERVER=HOST:PORT` loads a `grantid serve` that runs
+//! elsewhere (another process, for example pinned to other CPUs with
+//! `taskset`) instead of one in this process; the grant rows, which compare
+//! with the server's own state file, are then left out.
 //!
 //! The server runs on its own tokio runtime (one worker per CPU), the
 //! clients on another (two workers), so client and server compete for the
@@ -287,7 +291,16 @@ fn main() {
         run.as_secs_f64()
     );
 
-    let (addr, server_rt) = start_server(&dir);
+    let (addr, server_rt) = match std::env::var("GRANTID_BENCH_SERVER") {
+        Ok(a) => {
+            println!("server: grantid serve at {a} (another process)\n");
+            (a.parse().expect("GRANTID_BENCH_SERVER: HOST:PORT"), None)
+        }
+        Err(_) => {
+            let (addr, rt) = start_server(&dir);
+            (addr, Some(rt))
+        }
+    };
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(env_usize("GRANTID_BENCH_CLIENT_THREADS").unwrap_or(2))
         .enable_all()
@@ -336,7 +349,7 @@ fn main() {
         grantid_authority::from_url(&format!("file:{}", dir.join("state.json").display()))
             .expect("file authority"),
     );
-    let grants: &[usize] = if parts.contains("grants") {
+    let grants: &[usize] = if parts.contains("grants") && server_rt.is_some() {
         &[1, 8]
     } else {
         &[]
@@ -349,7 +362,9 @@ fn main() {
     }
     println!("\nload average (end): {}", loadavg().trim());
     drop(client_rt);
-    server_rt.shutdown_timeout(Duration::from_secs(1));
+    if let Some(rt) = server_rt {
+        rt.shutdown_timeout(Duration::from_secs(1));
+    }
     let _ = std::fs::remove_dir_all(&dir);
     // A run with failed calls measured something else than the service.
     if failed > 0 {

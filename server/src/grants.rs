@@ -19,7 +19,7 @@ use grantid_proto::{grant_from_proto, grant_request_from_proto};
 use tonic::{Request, Response, Status};
 
 use crate::codes::{invalid, result_code, status_of};
-use crate::sessions::Sessions;
+use crate::sessions::{Class, Sessions};
 use crate::telemetry::{MethodMetrics, grant_answer};
 
 /// The GrantService of one server.
@@ -53,9 +53,10 @@ impl GrantForwarder {
     async fn blocking<T: Send + 'static>(
         &self,
         what: &str,
+        class: Class,
         op: impl FnOnce(&dyn Authority) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Status> {
-        match self.sessions.run(op).await {
+        match self.sessions.run(class, op).await {
             Ok(Some(r)) => r.map_err(|e| status_of(&e)),
             Ok(None) => Err(status_of(&Error::new(
                 ErrorKind::Unavailable,
@@ -68,7 +69,9 @@ impl GrantForwarder {
     async fn status_inner(&self, r: StatusRequest) -> Result<StatusResponse, Status> {
         let namespace = Some(r.namespace).filter(|n| !n.is_empty());
         let workers = self
-            .blocking("status", move |a| a.status(namespace.as_deref()))
+            .blocking("status", Class::New, move |a| {
+                a.status(namespace.as_deref())
+            })
             .await?;
         Ok(StatusResponse {
             workers: workers.iter().map(worker_to_proto).collect(),
@@ -81,7 +84,11 @@ impl GrantForwarder {
             .as_ref()
             .ok_or_else(|| invalid("request is missing"))?;
         let request = grant_request_from_proto(request).map_err(|e| status_of(&e))?;
-        let answer = match self.sessions.run(move |a| a.acquire(&request)).await {
+        let class = match request.worker {
+            Some(_) => Class::Renewal,
+            None => Class::New,
+        };
+        let answer = match self.sessions.run(class, move |a| a.acquire(&request)).await {
             Ok(Some(Ok(grant))) => Answer::Granted((&grant).into()),
             Ok(Some(Err(GrantError::Lost(why)))) => Answer::Lost(why),
             Ok(Some(Err(GrantError::Unavailable(why)))) => Answer::Unavailable(why),
@@ -116,7 +123,7 @@ impl GrantForwarder {
             return Err(invalid("grant.namespace is empty"));
         }
         let grant = grant_from_proto(grant);
-        self.blocking("release", move |a| {
+        self.blocking("release", Class::Renewal, move |a| {
             a.release(&grant);
             Ok(ReleaseResponse {})
         })
@@ -171,7 +178,7 @@ impl GrantService for GrantForwarder {
     async fn init(&self, _request: Request<InitRequest>) -> Result<Response<InitResponse>, Status> {
         let started = Instant::now();
         let r = self
-            .blocking("init", |a| a.init())
+            .blocking("init", Class::New, |a| a.init())
             .await
             .map(|report| InitResponse { report });
         self.init.done(started, result_code(&r));

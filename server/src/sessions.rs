@@ -22,6 +22,7 @@ use grantid::{Error, ErrorKind};
 use grantid_authority::Authority;
 use metrics::{Counter, Gauge};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 /// Default number of authority sessions of one server.
 pub const DEFAULT_AUTHORITY_SESSIONS: usize = 4;
@@ -31,13 +32,26 @@ pub const WAITING_PER_SESSION: usize = 64;
 /// `grpc://` authority's default `timeout_ms`).
 pub const MAX_WAIT: Duration = Duration::from_secs(3);
 
-/// A session in use: back to the idle list, and its permit released, when
+/// What a call is for, which decides which sessions it may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// A renewal or a release: what keeps a live process issuing, and what
+    /// frees a worker. May use every session.
+    Renewal,
+    /// A first grant (any free worker), `Status`, `Init`. May use at most
+    /// half the sessions (at least one), so that however many starts a
+    /// fleet retries at once (a saturated fleet retries its starts for
+    /// seconds), renewals always find a session.
+    New,
+}
+
+/// A session in use: back to the idle list, and its permits released, when
 /// dropped (on the blocking thread that ran the call, whatever the call
 /// did).
 struct InUse {
     pool: Arc<Pool>,
     session: Option<Arc<dyn Authority>>,
-    _permit: OwnedSemaphorePermit,
+    _permits: (OwnedSemaphorePermit, Option<OwnedSemaphorePermit>),
 }
 
 impl Drop for InUse {
@@ -56,23 +70,12 @@ struct Pool {
     busy: Gauge,
 }
 
-/// See the module docs.
-pub(crate) struct Sessions {
-    pool: Arc<Pool>,
+/// Permits with a bounded number of waiters.
+#[derive(Debug)]
+struct Gate {
     permits: Arc<Semaphore>,
     waiting: AtomicUsize,
     max_waiting: usize,
-    shed: Counter,
-}
-
-impl std::fmt::Debug for Sessions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sessions")
-            .field("available", &self.permits.available_permits())
-            .field("waiting", &self.waiting.load(Ordering::Relaxed))
-            .field("max_waiting", &self.max_waiting)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Decrements the waiting count when the wait ends, also when the call is
@@ -85,24 +88,80 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// Why a wait for a permit ended without one.
+enum Refused {
+    Full(usize),
+    Late,
+    Closed,
+}
+
+impl Gate {
+    fn new(permits: usize, max_waiting: usize) -> Gate {
+        Gate {
+            permits: Arc::new(Semaphore::new(permits)),
+            waiting: AtomicUsize::new(0),
+            max_waiting,
+        }
+    }
+
+    async fn enter(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, Refused> {
+        if let Ok(p) = Arc::clone(&self.permits).try_acquire_owned() {
+            return Ok(p);
+        }
+        if self.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiting {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refused::Full(self.max_waiting));
+        }
+        let _waiting = Waiting(&self.waiting);
+        match tokio::time::timeout_at(deadline, Arc::clone(&self.permits).acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(Refused::Closed),
+            Err(_) => Err(Refused::Late),
+        }
+    }
+}
+
+/// See the module docs.
+pub(crate) struct Sessions {
+    pool: Arc<Pool>,
+    /// Every session.
+    all: Gate,
+    /// The share [`Class::New`] calls may use.
+    new_work: Gate,
+    shed: Counter,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("all", &self.all)
+            .field("new_work", &self.new_work)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Sessions {
     /// A pool of `sessions` (at least one).
     pub fn new(sessions: Vec<Arc<dyn Authority>>) -> Sessions {
         let n = sessions.len().max(1);
         metrics::gauge!("grantid_authority_sessions").set(sessions.len() as f64);
         Sessions {
-            permits: Arc::new(Semaphore::new(sessions.len())),
+            all: Gate::new(sessions.len(), n * WAITING_PER_SESSION),
+            new_work: Gate::new((n / 2).max(1), n * WAITING_PER_SESSION),
             pool: Arc::new(Pool {
                 idle: Mutex::new(sessions),
                 busy: metrics::gauge!("grantid_authority_sessions_busy"),
             }),
-            waiting: AtomicUsize::new(0),
-            max_waiting: n * WAITING_PER_SESSION,
             shed: metrics::counter!("grantid_grant_calls_shed_total"),
         }
     }
 
-    fn shed(&self, why: String) -> Error {
+    fn refused(&self, why: Refused) -> Error {
+        let why = match why {
+            Refused::Closed => return Error::new(ErrorKind::Closed, "the server is stopping"),
+            Refused::Full(n) => format!("{n} calls already wait for an authority session"),
+            Refused::Late => format!("no authority session was free within {MAX_WAIT:?}"),
+        };
         self.shed.increment(1);
         Error::new(
             ErrorKind::CapacityExhausted,
@@ -110,34 +169,23 @@ impl Sessions {
         )
     }
 
-    /// Waits (bounded) for a free session.
-    async fn take(&self) -> Result<InUse, Error> {
-        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if self.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiting {
-                    self.waiting.fetch_sub(1, Ordering::Relaxed);
-                    return Err(self.shed(format!(
-                        "{} calls already wait for an authority session",
-                        self.max_waiting
-                    )));
-                }
-                let _waiting = Waiting(&self.waiting);
-                match tokio::time::timeout(MAX_WAIT, Arc::clone(&self.permits).acquire_owned())
+    /// Waits (bounded) for a free session `class` may use.
+    async fn take(&self, class: Class) -> Result<InUse, Error> {
+        let deadline = Instant::now() + MAX_WAIT;
+        let share = match class {
+            Class::Renewal => None,
+            Class::New => Some(
+                self.new_work
+                    .enter(deadline)
                     .await
-                {
-                    Ok(Ok(p)) => p,
-                    Ok(Err(_)) => {
-                        return Err(Error::new(ErrorKind::Closed, "the server is stopping"));
-                    }
-                    Err(_) => {
-                        return Err(
-                            self.shed(format!("no authority session was free within {MAX_WAIT:?}"))
-                        );
-                    }
-                }
-            }
+                    .map_err(|w| self.refused(w))?,
+            ),
         };
+        let permit = self
+            .all
+            .enter(deadline)
+            .await
+            .map_err(|w| self.refused(w))?;
         let session = self.pool.idle.lock().ok().and_then(|mut idle| idle.pop());
         let Some(session) = session else {
             // A permit without an idle session breaks the pool's invariant
@@ -151,7 +199,7 @@ impl Sessions {
         Ok(InUse {
             pool: Arc::clone(&self.pool),
             session: Some(session),
-            _permit: permit,
+            _permits: (permit, share),
         })
     }
 
@@ -161,9 +209,10 @@ impl Sessions {
     /// panic is `Ok(None)`, for the caller to report.
     pub async fn run<T: Send + 'static>(
         &self,
+        class: Class,
         op: impl FnOnce(&dyn Authority) -> T + Send + 'static,
     ) -> Result<Option<T>, Error> {
-        let in_use = self.take().await?;
+        let in_use = self.take(class).await?;
         let joined = tokio::task::spawn_blocking(move || {
             let result = in_use
                 .session

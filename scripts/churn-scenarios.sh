@@ -52,14 +52,19 @@ scenario pg-rate-1000-2048slots --authority "$pg?max_lead_ms=16000" "${direct[@]
   --worker-bits 11 --lifetime-ms 14000 "${long[@]}"
 
 # Through one grantid server: one grpc:// connection per process, the
-# server's one PostgreSQL connection behind them; the first fleet rolls out
-# at 40 starts/s.
+# server's authority sessions behind them (4 PostgreSQL connections, the
+# default, and one for its own generator); the first fleet rolls out at 40
+# starts/s.
 churn_serve_start "$bin/grantid" "$pg?max_lead_ms=16000"
 viaserver=(--authority "$CHURN_SERVE_URL" --status-url "$pg?max_lead_ms=16000"
   --watch-pid "$pgpid" --watch-pid "$CHURN_SERVE_PID" --ramp-per-s 40)
 scenario grpc-400-grant5s "${viaserver[@]}" --live 400 --lifetime-ms 15000 "${long[@]}"
 scenario grpc-1000-grant5s "${viaserver[@]}" --live 1000 --lifetime-ms 30000 "${long[@]}" \
   --duration-s 80 --warmup-s 40
+# The same fleet on 2,048 slots: what one server carries when slots are
+# not the limit.
+scenario grpc-1000-2048slots "${viaserver[@]}" --live 1000 --worker-bits 11 --lifetime-ms 30000 \
+  "${long[@]}" --duration-s 80 --warmup-s 40
 
 venv=target/plot-venv
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import matplotlib' 2>/dev/null; then

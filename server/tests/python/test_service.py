@@ -287,6 +287,15 @@ class GrantServiceTest(unittest.TestCase):
         taken = g.Acquire(self.request(incarnation=12, request_id=2, worker=grant.worker)).granted
         self.assertGreaterEqual(taken.start, renewed.end)
 
+    def test_a_namespace_with_another_layout_is_refused(self):
+        g = self.server.grants
+        first = g.Acquire(self.request(namespace="layout-py", incarnation=21))
+        self.assertEqual(first.WhichOneof("answer"), "granted")
+        other = pb.Layout(timestamp_bits=41, worker_bits=5, sequence_bits=11, epoch_ms=EPOCH_MS, tick_ms=1)
+        answer = g.Acquire(self.request(namespace="layout-py", incarnation=22, layout=other))
+        self.assertEqual(answer.WhichOneof("answer"), "refused")
+        self.assertIn("layout", answer.refused)
+
     def test_malformed_grant_requests(self):
         g = self.server.grants
         cases = [

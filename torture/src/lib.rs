@@ -23,6 +23,7 @@ pub mod fleet;
 pub mod harness;
 pub mod idfile;
 pub mod pgserver;
+pub mod redisserver;
 pub mod skewclock;
 pub mod sources;
 pub mod status;

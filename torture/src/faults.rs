@@ -392,8 +392,16 @@ pub fn redis_loss(
     if f.defeat {
         f.server.defeat_quarantine()?;
     }
-    // A process started after the loss.
-    let newcomer = slots[fastrand::usize(..slots.len())];
+    // A process started after the loss: the one holding the highest worker
+    // value is replaced, so that the new one's first grant (in an empty
+    // store the lowest value not granted since the restart) names a value
+    // another live process holds: a loss that went unnoticed would then
+    // hand one worker value to two processes.
+    let newcomer = slots
+        .iter()
+        .copied()
+        .max_by_key(|&s| fleet.proc(s).read_status().map_or(0, |st| st.get("worker")))
+        .expect("checked non-empty above");
     let mut launch = fleet.proc(newcomer).launch;
     launch.prefer_worker = None;
     fleet.kill9(newcomer);
@@ -422,8 +430,7 @@ pub fn redis_loss(
             let b = &before[i];
             seen[i] |= st.get("lease_losses") > b.get("lease_losses")
                 || st.get("uncertain_retries") > b.get("uncertain_retries");
-            if seen[i]
-                && back[i].is_none()
+            if back[i].is_none()
                 && st.get("grants_acquired") > b.get("grants_acquired")
                 && st.get("ids") > b.get("ids")
             {

@@ -308,7 +308,7 @@ pub fn run(c: &HarnessConfig) -> Result<Outcome, String> {
     catch_interrupts();
     let dir = match &c.work_dir {
         Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("grantid-torture.{:016x}", fastrand::u64(..))),
+        None => std::env::temp_dir().join(crate::scratch_name("grantid-torture")),
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let result = run_in(c, &dir, started);

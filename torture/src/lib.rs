@@ -32,6 +32,13 @@ pub mod worker;
 
 use grantid::{DEFAULT_EPOCH_MS, Error, Layout};
 
+/// A name for a temporary directory: `prefix.PID.RANDOM`. The pid keeps two
+/// harnesses started with the same `--seed` (the random generator is seeded
+/// with it) apart.
+pub fn scratch_name(prefix: &str) -> String {
+    format!("{prefix}.{}.{:016x}", std::process::id(), fastrand::u64(..))
+}
+
 /// The layout of every torture run: 41 timestamp bits (1 ms ticks), 4
 /// worker bits and 12 sequence bits. Sixteen workers keep the authority
 /// recycling worker values (a killed or stopped process's worker goes to

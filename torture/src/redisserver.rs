@@ -36,8 +36,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> String {
 impl RedisServer {
     /// Starts a server in a new temporary directory.
     pub fn start() -> Result<RedisServer, String> {
-        let dir =
-            std::env::temp_dir().join(format!("grantid-torture-redis.{:016x}", fastrand::u64(..)));
+        let dir = std::env::temp_dir().join(crate::scratch_name("grantid-torture-redis"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let mut server = RedisServer {

@@ -262,6 +262,9 @@ impl HarnessConfig {
         if c.reuse_url.is_some() && c.faults.contains(&Fault::Postgres) {
             return Err("--reuse-postgres cannot be combined with postgres faults".into());
         }
+        if c.python.is_some() && c.authority == AuthorityKind::Redis {
+            return Err("--python is not run with --authority redis".into());
+        }
         if c.fault_defeat_quarantine && c.authority != AuthorityKind::Redis {
             return Err("--fault-defeat-quarantine needs --authority redis".into());
         }

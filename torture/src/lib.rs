@@ -13,6 +13,11 @@
 //!   duplicate across all record files, every ID inside a grant the
 //!   authority's grant log recorded for that worker and that process's
 //!   incarnation, and the same IDs loaded into a `BIGINT PRIMARY KEY` table.
+//! * `torture-harness --authority redis`, the state-loss mode: the workers
+//!   on a throwaway Redis without persistence ([`redisserver`]) that is
+//!   killed and restarted empty or from a stale snapshot; the proof is from
+//!   the IDs alone (the grant log is rolled back with the rest of the
+//!   state), and the summary gives the unavailability after each restart.
 //!
 //! See docs/RELIABILITY.md for the short and long forms.
 

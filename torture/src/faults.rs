@@ -447,11 +447,27 @@ pub fn redis_loss(
     if back_n == n as u64 {
         let last = back.iter().flatten().max().copied().unwrap_or(restarted);
         loss.unavailable.push(last - restarted);
-    } else {
+    }
+    if seen_n < n as u64 || back_n < n as u64 {
         log.failures.push(format!(
             "{what} {}: {seen_n}/{n} workers saw the loss or uncertainty, {back_n}/{n} issued again",
             loss.restarts
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_is_min_median_max() {
+        let mut l = LossLog::default();
+        assert_eq!(l.spread(), None);
+        l.unavailable = [1300, 1100, 1700].map(Duration::from_millis).to_vec();
+        assert_eq!(l.spread(), Some((1.1, 1.3, 1.7)));
+        l.unavailable.push(Duration::from_millis(1500));
+        assert_eq!(l.spread(), Some((1.1, 1.4, 1.7)));
+    }
 }

@@ -262,6 +262,13 @@ impl HarnessConfig {
         if c.reuse_url.is_some() && c.faults.contains(&Fault::Postgres) {
             return Err("--reuse-postgres cannot be combined with postgres faults".into());
         }
+        if c.authority == AuthorityKind::Redis && c.max_lead_ms < c.horizon_ms + c.grant_ms {
+            return Err(format!(
+                "--max-lead-ms {} is below --horizon-ms {} + --grant-ms {}: the generators \
+                 would refuse to start",
+                c.max_lead_ms, c.horizon_ms, c.grant_ms
+            ));
+        }
         if c.python.is_some() && c.authority == AuthorityKind::Redis {
             return Err("--python is not run with --authority redis".into());
         }
@@ -918,4 +925,55 @@ fn python_files(dir: &std::path::Path) -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> Result<HarnessConfig, String> {
+        HarnessConfig::from_argv(args.split_whitespace().map(String::from))
+            .map(|c| c.expect("not --help"))
+    }
+
+    #[test]
+    fn fault_kinds_follow_the_authority() {
+        let pg = parse("").unwrap();
+        assert_eq!(pg.authority, AuthorityKind::Postgres);
+        assert_eq!(
+            pg.faults,
+            [Fault::Kill, Fault::Stop, Fault::Postgres],
+            "the default"
+        );
+        let redis = parse("--authority redis").unwrap();
+        assert_eq!(
+            redis.faults,
+            [
+                Fault::Kill,
+                Fault::Stop,
+                Fault::RedisEmpty,
+                Fault::RedisStale
+            ]
+        );
+        assert!(redis.clock_faults);
+        assert_eq!(redis.max_lead_ms, 400 + 200 + 200);
+        assert!(
+            parse("--faults redis-empty")
+                .unwrap_err()
+                .contains("--authority redis")
+        );
+        assert!(
+            parse("--authority redis --faults postgres")
+                .unwrap_err()
+                .contains("--authority postgres")
+        );
+        assert!(parse("--authority redis --faults kill,stop,redis-stale").is_ok());
+        assert!(parse("--authority etcd").is_err());
+        assert!(parse("--fault-defeat-quarantine").is_err());
+        assert!(
+            parse("--authority redis --max-lead-ms 500")
+                .unwrap_err()
+                .contains("refuse to start")
+        );
+    }
 }

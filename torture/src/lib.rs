@@ -13,6 +13,11 @@
 //!   duplicate across all record files, every ID inside a grant the
 //!   authority's grant log recorded for that worker and that process's
 //!   incarnation, and the same IDs loaded into a `BIGINT PRIMARY KEY` table.
+//! * `torture-harness --authority redis`, the state-loss mode: the workers
+//!   on a throwaway Redis without persistence ([`redisserver`]) that is
+//!   killed and restarted empty or from a stale snapshot; the proof is from
+//!   the IDs alone (the grant log is rolled back with the rest of the
+//!   state), and the summary gives the unavailability after each restart.
 //!
 //! See docs/RELIABILITY.md for the short and long forms.
 
@@ -23,6 +28,7 @@ pub mod fleet;
 pub mod harness;
 pub mod idfile;
 pub mod pgserver;
+pub mod redisserver;
 pub mod skewclock;
 pub mod sources;
 pub mod status;
@@ -30,6 +36,13 @@ pub mod verify;
 pub mod worker;
 
 use grantid::{DEFAULT_EPOCH_MS, Error, Layout};
+
+/// A name for a temporary directory: `prefix.PID.RANDOM`. The pid keeps two
+/// harnesses started with the same `--seed` (the random generator is seeded
+/// with it) apart.
+pub fn scratch_name(prefix: &str) -> String {
+    format!("{prefix}.{}.{:016x}", std::process::id(), fastrand::u64(..))
+}
 
 /// The layout of every torture run: 41 timestamp bits (1 ms ticks), 4
 /// worker bits and 12 sequence bits. Sixteen workers keep the authority

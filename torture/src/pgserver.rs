@@ -97,7 +97,7 @@ impl PgServer {
         } else {
             std::env::temp_dir()
         };
-        let dir = base.join(format!("grantid-torture-pg.{:016x}", fastrand::u64(..)));
+        let dir = base.join(crate::scratch_name("grantid-torture-pg"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         if is_root() {
             let ok = Command::new("chown")

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and prints their tables (docs/BENCHMARKS.md explains
-# them): Rust (criterion, peers in the same run), Python, Node, and the
-# PostgreSQL authority on a throwaway server.
+# them): Rust (criterion, peers in the same run), Python, Node, the
+# PostgreSQL authority on a throwaway server, and the gRPC service.
 #
-#   scripts/bench.sh                      everything (about 10 minutes on 2 cores)
-#   scripts/bench.sh rust python          only some parts (rust python node postgres)
+#   scripts/bench.sh                      everything (about 12 minutes on 2 cores)
+#   scripts/bench.sh rust python          only some parts (rust python node postgres grpc)
 #
 # Environment: CARGO_TARGET_DIR (default target/bench), GRANTID_BENCH_SECS
 # (PostgreSQL seconds per client count, default 5), GRANTID_PYTHON.
@@ -16,7 +16,7 @@ root=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/bench}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(rust python node postgres)
+[ ${#parts[@]} -gt 0 ] || parts=(rust python node postgres grpc)
 
 machine() {
   echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -66,11 +66,35 @@ bench_postgres() {
     '"$CARGO_TARGET_DIR/release/examples/pg_grant_bench" "$GRANTID_TEST_POSTGRES_URL" 1 8 64'
 }
 
+# The gRPC service twice: client and server in one process on every CPU,
+# then `grantid serve` alone on the last CPU and the client (one runtime
+# thread) on the first, so that neither takes the other's CPU time.
+bench_grpc() {
+  echo "=== gRPC service: cargo bench -p grantid-server --bench grpc_load (one process)"
+  cargo bench -q -p grantid-server --bench grpc_load 2>&1 | grep -E '^\||^load|^machine' || true
+  local last port dir pid
+  last=$(($(nproc) - 1))
+  [ "$last" -gt 0 ] || { echo "one CPU: the pinned run needs two"; return 0; }
+  cargo build -q --release -p grantid-cli
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  dir=$(mktemp -d)
+  GRANTID_LOG=warn taskset -c "$last" "$CARGO_TARGET_DIR/release/grantid" serve \
+    --listen "127.0.0.1:$port" --authority "file:$dir/state.json" --namespace bench &
+  pid=$!
+  echo
+  echo "=== gRPC service: grantid serve on CPU $last, the client on CPU 0"
+  GRANTID_BENCH_SERVER=127.0.0.1:$port GRANTID_BENCH_CLIENT_THREADS=1 GRANTID_BENCH_PARTS=unary,batch \
+    taskset -c 0 cargo bench -q -p grantid-server --bench grpc_load 2>&1 | grep -E '^\||^load|^server' || true
+  kill "$pid"
+  wait "$pid" || true
+  rm -rf "$dir"
+}
+
 machine start
 for part in "${parts[@]}"; do
   case "$part" in
-    rust | python | node | postgres) echo; "bench_$part" ;;
-    *) echo "unknown part '$part' (rust python node postgres)" >&2; exit 2 ;;
+    rust | python | node | postgres | grpc) echo; "bench_$part" ;;
+    *) echo "unknown part '$part' (rust python node postgres grpc)" >&2; exit 2 ;;
   esac
 done
 echo

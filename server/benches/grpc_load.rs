@@ -341,8 +341,6 @@ fn main() {
         );
     }
 
-    println!("\n| grant renewals | threads | grants/s | failed |");
-    println!("|---|---:|---:|---:|");
     let grpc: Arc<dyn GrantSource> =
         Arc::from(grantid_authority::from_url(&format!("grpc://{addr}")).expect("grpc authority"));
     let file: Arc<dyn GrantSource> = Arc::from(
@@ -354,6 +352,10 @@ fn main() {
     } else {
         &[]
     };
+    if !grants.is_empty() {
+        println!("\n| grant renewals | threads | grants/s | failed |");
+        println!("|---|---:|---:|---:|");
+    }
     for &threads in grants {
         let (rate, failed) = renewals(Arc::clone(&grpc), threads, run, "bench-grpc");
         println!("| grpc:// (server -> file authority) | {threads} | {rate:.0} | {failed} |");

@@ -13,7 +13,7 @@
 //! with another layout and is refused, never given overlapping workers.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use grantid::{Error, Grant, GrantError, GrantRequest, GrantSource, Layout};
 
@@ -24,20 +24,46 @@ pub(crate) struct Datacenter {
     inner: Box<dyn Authority>,
     datacenter: u32,
     /// The full layout of each namespace seen by `acquire`, so `release`
-    /// can map a grant's worker back.
-    layouts: Mutex<HashMap<String, Layout>>,
+    /// can map a grant's worker back; shared by the sessions of one
+    /// `crate::open_sessions`, since a release may come on another session
+    /// than the acquire.
+    layouts: Arc<Mutex<HashMap<String, Layout>>>,
 }
 
 /// `backend`, restricted to `datacenter` when the URL names one.
 pub(crate) fn restrict(backend: Box<dyn Authority>, datacenter: Option<u32>) -> Box<dyn Authority> {
     match datacenter {
         None => backend,
-        Some(datacenter) => Box::new(Datacenter {
-            inner: backend,
-            datacenter,
-            layouts: Mutex::new(HashMap::new()),
-        }),
+        Some(datacenter) => wrap(backend, datacenter, Arc::default()),
     }
+}
+
+/// Sessions of one backend, each restricted to `datacenter` when the URL
+/// names one, sharing what they learn of the namespaces' layouts.
+pub(crate) fn restrict_all(
+    backends: Vec<Box<dyn Authority>>,
+    datacenter: Option<u32>,
+) -> Vec<Box<dyn Authority>> {
+    let Some(datacenter) = datacenter else {
+        return backends;
+    };
+    let layouts: Arc<Mutex<HashMap<String, Layout>>> = Arc::default();
+    backends
+        .into_iter()
+        .map(|inner| wrap(inner, datacenter, Arc::clone(&layouts)))
+        .collect()
+}
+
+fn wrap(
+    inner: Box<dyn Authority>,
+    datacenter: u32,
+    layouts: Arc<Mutex<HashMap<String, Layout>>>,
+) -> Box<dyn Authority> {
+    Box::new(Datacenter {
+        inner,
+        datacenter,
+        layouts,
+    })
 }
 
 /// The layout the backend sees: the worker field without its datacenter

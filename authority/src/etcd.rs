@@ -243,6 +243,18 @@ impl EtcdAuthority {
         }
     }
 
+    /// Another session of the same cluster: a connection of its own, and
+    /// the same revision floor, so that a store that went back in time is
+    /// noticed by every session of this process whichever saw the higher
+    /// revision (`crate::open_sessions`).
+    pub(crate) fn sibling(&self) -> EtcdAuthority {
+        EtcdAuthority {
+            endpoints: self.endpoints.clone(),
+            ctx: Arc::clone(&self.ctx),
+            conn: Blocking::new("etcd"),
+        }
+    }
+
     /// Replaces this host's clock by `clock`: for tests and fault injection.
     pub fn with_injected_clock(mut self, clock: Arc<dyn Clock>) -> EtcdAuthority {
         self.ctx = Arc::new(Ctx {
@@ -297,13 +309,22 @@ impl Ctx {
         }
     }
 
-    /// Checks the revision against the highest one seen; returns why the
-    /// data went back, if it did.
-    fn revision_went_back(&self, revision: i64) -> Option<String> {
-        let seen = self.seen_revision.fetch_max(revision, Ordering::AcqRel);
-        (revision < seen).then(|| {
+    /// The floor a read is checked against: the highest revision seen
+    /// before the read is sent. A linearizable read sent after another
+    /// answer arrived is at that answer's revision or later; one sent
+    /// before it may be earlier (sessions of one process run calls at
+    /// once), which is no loss.
+    fn floor(&self) -> i64 {
+        self.seen_revision.load(Ordering::Acquire)
+    }
+
+    /// Checks the revision of a read sent when the floor was `floor`, and
+    /// raises the floor; returns why the data went back, if it did.
+    fn revision_went_back(&self, floor: i64, revision: i64) -> Option<String> {
+        self.seen_revision.fetch_max(revision, Ordering::AcqRel);
+        (revision < floor).then(|| {
             format!(
-                "the cluster's revision went back from {seen} to {revision} (a restore of a \
+                "the cluster's revision went back from {floor} to {revision} (a restore of a \
                  snapshot or a data directory)"
             )
         })
@@ -311,8 +332,8 @@ impl Ctx {
 
     /// The quarantine a store needs, if any: a missing record, another
     /// cluster id, or a revision that went back.
-    fn loss(&self, store: &Read<StoreRecord>, snap: &Snapshot) -> Option<String> {
-        let back = self.revision_went_back(snap.revision);
+    fn loss(&self, store: &Read<StoreRecord>, snap: &Snapshot, floor: i64) -> Option<String> {
+        let back = self.revision_went_back(floor, snap.revision);
         match &store.value {
             None => Some("the store had no grantid state (never used, or lost)".into()),
             Some(s) if s.cluster_id != snap.cluster_id => Some(format!(
@@ -385,6 +406,7 @@ impl Ctx {
             TxnOp::get(layout_key.as_str(), None),
             worker_get,
         ]);
+        let floor = self.floor();
         let resp = client
             .txn(reads)
             .await
@@ -410,7 +432,7 @@ impl Ctx {
             ))))),
             None => wait(why),
         };
-        if let Some(reason) = self.loss(&store, &snap) {
+        if let Some(reason) = self.loss(&store, &snap, floor) {
             let until = now_ms.saturating_add(self.hold_ms());
             if !self
                 .quarantine(client, &store, snap.cluster_id, now_ms, reason.clone())
@@ -913,6 +935,17 @@ impl Authority for EtcdAuthority {
 mod tests {
     use super::*;
 
+    /// The sessions a server forwards on share one revision floor: a
+    /// revision one of them saw is the floor of every other.
+    #[test]
+    fn sessions_share_the_revision_floor() {
+        let a = EtcdAuthority::new(vec!["127.0.0.1:1".into()], Options::default()).unwrap();
+        let b = a.sibling();
+        a.ctx.seen_revision.fetch_max(41, Ordering::AcqRel);
+        assert_eq!(b.ctx.seen_revision.load(Ordering::Acquire), 41);
+        assert!(Arc::ptr_eq(&a.ctx, &b.ctx));
+    }
+
     #[test]
     fn namespace_prefixes_never_nest() {
         assert_eq!(ns_prefix("a"), "grantid/ns/a/");
@@ -924,9 +957,13 @@ mod tests {
     #[test]
     fn a_revision_that_goes_back_is_a_loss() {
         let a = EtcdAuthority::new(vec!["127.0.0.1:1".into()], Options::default()).unwrap();
-        assert_eq!(a.ctx.revision_went_back(10), None);
-        assert_eq!(a.ctx.revision_went_back(12), None);
-        let why = a.ctx.revision_went_back(11).unwrap();
+        assert_eq!(a.ctx.revision_went_back(a.ctx.floor(), 10), None);
+        assert_eq!(a.ctx.revision_went_back(a.ctx.floor(), 12), None);
+        let why = a.ctx.revision_went_back(a.ctx.floor(), 11).unwrap();
         assert!(why.contains("from 12 to 11"), "{why}");
+        // A read sent before the answer at 12 arrived (another session's
+        // call in flight at the same time) may be earlier: no loss.
+        assert_eq!(a.ctx.revision_went_back(10, 11), None);
+        assert_eq!(a.ctx.floor(), 12);
     }
 }

@@ -245,15 +245,33 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
 /// grantid server forwarding a fleet's grants: each session has its own
 /// connection, so calls on different sessions do not wait for each other.
 /// The store serialises what must be serialised (a row lock, a script, a
-/// transaction). `file:` and `static:` run every call under one file lock,
-/// so more sessions would only wait on it: for them one session is
-/// returned, whatever `n` is.
+/// transaction). What a process remembers of the store is shared by its
+/// sessions: etcd's revision floor (a store that went back in time is
+/// noticed whichever session saw the higher revision) and the datacenter
+/// wrapper's layouts (a release may come on another session than its
+/// acquire). `file:` and `static:` run every call under one file lock, so
+/// more sessions would only wait on it: for them one session is returned,
+/// whatever `n` is.
 pub fn open_sessions(url: &str, n: usize) -> Result<Vec<Box<dyn Authority>>, Error> {
-    let n = match url::parse(url)?.target {
-        Target::File(_) | Target::Static { .. } => 1,
-        _ => n.max(1),
+    let parsed = url::parse(url)?;
+    let datacenter = parsed.options.datacenter;
+    let backends: Vec<Box<dyn Authority>> = match parsed.target {
+        Target::File(_) | Target::Static { .. } => vec![open_backend(url, parsed)?],
+        #[cfg(feature = "etcd")]
+        Target::Etcd(endpoints) => {
+            let first = EtcdAuthority::new(endpoints, parsed.options)?;
+            let mut all: Vec<Box<dyn Authority>> = (1..n.max(1))
+                .map(|_| Box::new(first.sibling()) as Box<dyn Authority>)
+                .collect();
+            all.insert(0, Box::new(first));
+            all
+        }
+        // No process-side state beyond the connection.
+        _ => (0..n.max(1))
+            .map(|_| open_backend(url, url::parse(url)?))
+            .collect::<Result<_, _>>()?,
     };
-    (0..n).map(|_| open(url)).collect()
+    Ok(datacenter::restrict_all(backends, datacenter))
 }
 
 /// Opens the authority named by `url` as a [`GrantSource`]: the entry point

@@ -165,3 +165,48 @@ fn whole_field_without_datacenter() {
         whole_field_on(&url);
     }
 }
+
+/// Sessions of one `datacenter=` URL (`open_sessions`, as `grantid serve`
+/// forwards on): a release that comes on another session than its acquire
+/// still releases.
+fn sessions_share_layouts_on(base: &str) {
+    let ns = namespace("regions-sessions");
+    let sessions = grantid_authority::open_sessions(&with(base, "datacenter=1"), 2).unwrap();
+    assert_eq!(sessions.len(), 2);
+    let request = grantid::GrantRequest {
+        namespace: ns.clone(),
+        incarnation: 7,
+        request_id: 1,
+        worker: None,
+        not_before: 0,
+        now: 0,
+        duration: 100,
+        layout: split(5),
+    };
+    let grant = sessions[0].acquire(&request).unwrap();
+    assert_eq!(grant.worker >> 5, 1, "{grant:?}");
+    sessions[1].release(&grant);
+    let status = sessions[1].status(Some(&ns)).unwrap();
+    let mine = status
+        .iter()
+        .find(|w| w.worker == grant.worker % 32)
+        .unwrap();
+    assert_eq!(
+        mine.holder, None,
+        "the release on the other session was lost"
+    );
+}
+
+#[test]
+fn postgres_sessions_share_layouts() {
+    if let Some(url) = postgres_url() {
+        sessions_share_layouts_on(&url);
+    }
+}
+
+#[test]
+fn redis_sessions_share_layouts() {
+    if let Some(url) = redis_url() {
+        sessions_share_layouts_on(&url);
+    }
+}

@@ -558,6 +558,7 @@ fn server_with_sessions(pg: &str, sessions: usize) -> (Running, u16) {
 /// for a new worker of that namespace waits for it in the store.
 struct NamespaceLock {
     client: postgres::Client,
+    pid: i32,
 }
 
 impl NamespaceLock {
@@ -571,11 +572,39 @@ impl NamespaceLock {
             )
             .unwrap();
         assert_eq!(rows, 1, "namespace {namespace} is not registered");
-        NamespaceLock { client }
+        let pid = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        NamespaceLock { client, pid }
     }
 
     fn release(mut self) {
         self.client.batch_execute("COMMIT").unwrap();
+    }
+}
+
+/// Waits until `n` calls wait for `lock` in PostgreSQL: they reached the
+/// store and are stuck there.
+fn wait_for_lock_waiters(pg: &str, lock: &NamespaceLock, n: i64) {
+    let mut client = postgres::Client::connect(pg, postgres::NoTls).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&lock.pid],
+            )
+            .unwrap()
+            .get(0);
+        if waiting >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{waiting} of {n} calls reached the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -628,7 +657,7 @@ fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
         })
     };
     // The stuck call reaches its session and waits in the store.
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_lock_waiters(&pg, &lock, 1);
     let mut other = grant_request(2, None, 0);
     other.namespace = free;
     let short = grantid_authority::from_url(&format!("{url}?timeout_ms=2000")).unwrap();
@@ -666,14 +695,16 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
             via.acquire(&r)
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_lock_waiters(&pg, &lock, 1);
     // More callers than may wait for the one session; each gives up after
-    // 2.5 s, while the session is still held.
+    // 1 s, while the session is still held, and well before the server's
+    // own bound on a wait (`MAX_WAIT`, 3 s): only the deadline each sends
+    // can end its wait.
     let callers = grantid_server::WAITING_PER_SESSION + 16;
     let first_incarnation = 1_000;
     let waiting: Vec<_> = (0..callers as u64)
         .map(|i| {
-            let url = format!("{url}?timeout_ms=2500");
+            let url = format!("{url}?timeout_ms=1000");
             let mut r = grant_request(first_incarnation + i, None, 0);
             r.namespace = namespace.clone();
             std::thread::spawn(move || {
@@ -688,8 +719,9 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
     let (_connections, answers): (Vec<_>, Vec<_>) =
         waiting.into_iter().map(|t| t.join().unwrap()).unzip();
     // The server's deadline of each call runs from when it arrived, a
-    // moment after its client's: past both before the session is free.
-    std::thread::sleep(Duration::from_secs(1));
+    // moment after its client's: past both before the session is free, and
+    // still inside the server's own bound.
+    std::thread::sleep(Duration::from_millis(500));
     lock.release();
     assert!(blocker.join().unwrap().is_ok());
     let shed = answers
@@ -766,21 +798,22 @@ fn renewals_find_a_session_while_first_requests_fill_theirs() {
     live.namespace = namespace.clone();
     let held = via.acquire(&live).unwrap();
     let lock = NamespaceLock::hold(&pg, &namespace);
-    // Two starts, each stuck in the store or waiting for a session.
-    let starts: Vec<_> = [3, 4]
-        .into_iter()
-        .map(|incarnation| {
-            let url = url.clone();
-            let mut r = grant_request(incarnation, None, 0);
-            r.namespace = namespace.clone();
-            let t = std::thread::spawn(move || {
-                let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
-                via.acquire(&r)
-            });
-            std::thread::sleep(Duration::from_millis(300));
-            t
+    // Two starts: the first stuck in the store, the second waiting for a
+    // session (without the renewals' share it would take the second
+    // session and be stuck in the store too).
+    let start = |incarnation| {
+        let url = url.clone();
+        let mut r = grant_request(incarnation, None, 0);
+        r.namespace = namespace.clone();
+        std::thread::spawn(move || {
+            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
+            via.acquire(&r)
         })
-        .collect();
+    };
+    let mut starts = vec![start(3)];
+    wait_for_lock_waiters(&pg, &lock, 1);
+    starts.push(start(4));
+    std::thread::sleep(Duration::from_millis(300));
     let renewal = grantid::GrantRequest {
         request_id: 2,
         worker: Some(held.worker),

@@ -15,7 +15,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use grantid::{Error, ErrorKind};
@@ -28,8 +28,9 @@ use tokio::time::Instant;
 pub const DEFAULT_AUTHORITY_SESSIONS: usize = 4;
 /// Calls that may wait for a session, per session, before more are shed.
 pub const WAITING_PER_SESSION: usize = 64;
-/// Longest wait for a session when the client sent no deadline (the
-/// `grpc://` authority's default `timeout_ms`).
+/// Longest wait for a session, whatever the client's deadline (the
+/// `grpc://` authority's default `timeout_ms`); a shorter deadline ends it
+/// sooner.
 pub const MAX_WAIT: Duration = Duration::from_secs(3);
 
 /// What a call is for, which decides which sessions it may use.
@@ -56,9 +57,13 @@ struct InUse {
 
 impl Drop for InUse {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take()
-            && let Ok(mut idle) = self.pool.idle.lock()
-        {
+        if let Some(s) = self.session.take() {
+            // A Vec is never left half-changed: a poisoned lock is usable.
+            let mut idle = self
+                .pool
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             idle.push(s);
         }
         self.pool.busy.decrement(1.0);
@@ -186,10 +191,15 @@ impl Sessions {
             .enter(deadline)
             .await
             .map_err(|w| self.refused(w))?;
-        let session = self.pool.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let session = self
+            .pool
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
         let Some(session) = session else {
-            // A permit without an idle session breaks the pool's invariant
-            // (a poisoned lock): no call can be served safely from it.
+            // Every permit has its idle session (the permit is released
+            // after its session is back): never here.
             return Err(Error::new(
                 ErrorKind::Unavailable,
                 "the server's authority sessions are unusable",

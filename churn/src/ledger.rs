@@ -14,13 +14,17 @@
 //!   authority's rule for a first grant (docs/AUTHORITIES.md, "Which
 //!   worker").
 //!
-//! An uncertain answer (a timeout, a shed call) may still have been
-//! granted: the store may commit after the client gave up. The ledger
-//! keeps what it cannot know on the safe side of the checks: an uncertain
-//! renewal may have extended its worker's lease to the request's end, and
-//! an uncertain first request may hold some worker it never heard of until
-//! that grant's end plus the grace, so it counts like a first request in
-//! flight until then (or until its process's retry is granted).
+//! An uncertain answer (a timeout, a dropped connection) may still have
+//! been granted: the store may commit after the client gave up. The
+//! refusal check keeps what the ledger cannot know on its lenient side: an
+//! uncertain renewal may have leased its worker until the request's end
+//! plus the grace, and an uncertain first request may hold some worker the
+//! ledger never heard of until that grant's end plus the grace, so it
+//! counts like a first request in flight until then (unless its process's
+//! retry is in flight, which the in-flight count already covers, or is
+//! granted). The early-reuse check keeps to what is certain. A call the
+//! server shed (docs/SERVICE.md, "Fan-in") never reached the store: no
+//! grant, certainly.
 
 use std::sync::Mutex;
 
@@ -106,6 +110,8 @@ pub struct Tally {
     pub lease_losses: u64,
     /// Uncertain answers (timeouts, transport errors).
     pub uncertain: u64,
+    /// Calls the server shed before they reached the store.
+    pub shed: u64,
     /// Refusals while a worker was usable (must stay 0).
     pub violations: Vec<Violation>,
     /// Killed workers granted again, and reuse delays (kill to grant) in ms.
@@ -137,10 +143,29 @@ pub struct Ledger {
 struct Inner {
     slots: Vec<State>,
     in_flight_first: usize,
+    /// The incarnations of those first requests.
+    in_flight_incarnations: Vec<u64>,
     /// Uncertain first requests that may hold an unknown worker: the
     /// incarnation and the end (Unix ms) of such a lease.
     maybe_held: Vec<(u64, u64)>,
+    /// Per worker: until when (Unix ms) an uncertain renewal may have
+    /// leased it (0: none).
+    maybe_leased_until: Vec<u64>,
     tally: Tally,
+}
+
+impl Inner {
+    /// A first request of `incarnation` was answered.
+    fn answered_first(&mut self, incarnation: u64) {
+        self.in_flight_first = self.in_flight_first.saturating_sub(1);
+        if let Some(i) = self
+            .in_flight_incarnations
+            .iter()
+            .position(|&inc| inc == incarnation)
+        {
+            self.in_flight_incarnations.swap_remove(i);
+        }
+    }
 }
 
 fn histogram() -> Histogram<u64> {
@@ -164,13 +189,16 @@ impl Ledger {
     /// A ledger for `layout`'s workers, with the authority's lease grace.
     pub fn new(layout: Layout, grace_ms: u64) -> Ledger {
         let slots = vec![State::Unused; layout.worker_count() as usize];
+        let maybe_leased_until = vec![0; slots.len()];
         Ledger {
             layout,
             grace_ms,
             inner: Mutex::new(Inner {
                 slots,
                 in_flight_first: 0,
+                in_flight_incarnations: Vec::new(),
                 maybe_held: Vec::new(),
+                maybe_leased_until,
                 tally: Tally {
                     first_grants: 0,
                     renewals: 0,
@@ -178,6 +206,7 @@ impl Ledger {
                     refused_wait: 0,
                     lease_losses: 0,
                     uncertain: 0,
+                    shed: 0,
                     violations: Vec::new(),
                     reuse_ms: histogram(),
                     reuse_late_ms: histogram(),
@@ -194,9 +223,12 @@ impl Ledger {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A first request (any free worker) is about to be sent.
-    pub fn first_sent(&self) {
-        self.lock().in_flight_first += 1;
+    /// A first request (any free worker) of `incarnation` is about to be
+    /// sent.
+    pub fn first_sent(&self, incarnation: u64) {
+        let mut inner = self.lock();
+        inner.in_flight_first += 1;
+        inner.in_flight_incarnations.push(incarnation);
     }
 
     /// The Unix ms at which a grant's interval ends.
@@ -210,6 +242,7 @@ impl Ledger {
         let grace = self.grace_ms;
         let mut inner = self.lock();
         if first {
+            inner.answered_first(grant.incarnation);
             // A retry of an uncertain first request: now its worker is known.
             inner
                 .maybe_held
@@ -219,7 +252,7 @@ impl Ledger {
             return;
         };
         if first {
-            inner.in_flight_first = inner.in_flight_first.saturating_sub(1);
+            inner.maybe_leased_until[grant.worker as usize] = 0;
             inner.tally.first_grants += 1;
             match slot {
                 State::Killed {
@@ -295,9 +328,9 @@ impl Ledger {
     /// A first request refused at `answered_ms` (sent at `sent_ms`): checks
     /// that no worker was usable for the whole call beyond those other
     /// first requests in flight could have taken.
-    pub fn refused(&self, wait: bool, why: &str, sent_ms: u64, answered_ms: u64) {
+    pub fn refused(&self, incarnation: u64, wait: bool, why: &str, sent_ms: u64, answered_ms: u64) {
         let mut inner = self.lock();
-        inner.in_flight_first = inner.in_flight_first.saturating_sub(1);
+        inner.answered_first(incarnation);
         if wait {
             inner.tally.refused_wait += 1;
         } else {
@@ -307,7 +340,10 @@ impl Ledger {
         let mut usable = 0;
         let mut example = None;
         for (worker, s) in inner.slots.iter().enumerate() {
-            if s.usable_from().is_some_and(|from| from <= cutoff) {
+            let maybe = inner.maybe_leased_until[worker];
+            if s.usable_from()
+                .is_some_and(|from| from.max(maybe) <= cutoff)
+            {
                 usable += 1;
                 example.get_or_insert_with(|| format!("worker {worker}: {s:?}"));
             }
@@ -315,7 +351,9 @@ impl Ledger {
         let maybe_held = inner
             .maybe_held
             .iter()
-            .filter(|&&(_, until)| until > sent_ms)
+            .filter(|&&(inc, until)| {
+                until > sent_ms && !inner.in_flight_incarnations.contains(&inc)
+            })
             .count();
         let in_flight = inner.in_flight_first + maybe_held;
         if usable > in_flight {
@@ -345,7 +383,7 @@ impl Ledger {
     pub fn first_uncertain(&self, request: &GrantRequest, answered_ms: u64) {
         let until = self.possible_end_ms(request, answered_ms) + self.grace_ms;
         let mut inner = self.lock();
-        inner.in_flight_first = inner.in_flight_first.saturating_sub(1);
+        inner.answered_first(request.incarnation);
         inner.tally.uncertain += 1;
         inner
             .maybe_held
@@ -357,39 +395,39 @@ impl Ledger {
     /// A renewal that ended uncertain at `answered_ms`: it may have been
     /// granted, and the lease extended.
     pub fn renewal_uncertain(&self, request: &GrantRequest, answered_ms: u64) {
-        let possible = self.possible_end_ms(request, answered_ms);
-        let grace = self.grace_ms;
+        let until = self.possible_end_ms(request, answered_ms) + self.grace_ms;
         let mut inner = self.lock();
         inner.tally.uncertain += 1;
-        let Some(worker) = request.worker else {
+        let Some(w) = request.worker.map(|w| w as usize) else {
             return;
         };
-        let Some(slot) = inner.slots.get_mut(worker as usize) else {
-            return;
+        let ours = match inner.slots.get(w) {
+            Some(
+                State::Held { incarnation, .. }
+                | State::Killed { incarnation, .. }
+                | State::Released { incarnation, .. },
+            ) => *incarnation == request.incarnation,
+            _ => false,
         };
-        match slot {
-            State::Held {
-                incarnation,
-                end_ms,
-            } if *incarnation == request.incarnation => *end_ms = (*end_ms).max(possible),
-            State::Killed {
-                incarnation,
-                end_ms,
-                usable_ms,
-                ..
-            } if *incarnation == request.incarnation => {
-                *end_ms = (*end_ms).max(possible);
-                *usable_ms = (*usable_ms).max(possible + grace);
-            }
-            State::Released {
-                incarnation,
-                usable_ms,
-                ..
-            } if *incarnation == request.incarnation => {
-                *usable_ms = (*usable_ms).max(possible + grace);
-            }
-            _ => {}
+        if ours {
+            inner.maybe_leased_until[w] = inner.maybe_leased_until[w].max(until);
         }
+    }
+
+    /// A first request of `incarnation` that certainly got no grant: the
+    /// server shed it before the store (`shed`), or the store refused it
+    /// for good.
+    pub fn first_no_grant(&self, incarnation: u64, shed: bool) {
+        let mut inner = self.lock();
+        inner.answered_first(incarnation);
+        if shed {
+            inner.tally.shed += 1;
+        }
+    }
+
+    /// A renewal the server shed: it never reached the store.
+    pub fn renewal_shed(&self) {
+        self.lock().tally.shed += 1;
     }
 
     /// A renewal answered `Lost`.
@@ -504,7 +542,7 @@ mod tests {
         let layout = Layout::new(41, 1, 21).unwrap();
         let ledger = Ledger::new(layout, 5_000);
         for w in 0..2 {
-            ledger.first_sent();
+            ledger.first_sent(0);
             ledger.granted(true, &grant(w, 1 + u64::from(w), T0 + 5_000, &layout), T0);
         }
         ledger.released(1, 2, T0 + 1_000);
@@ -516,23 +554,23 @@ mod tests {
         let layout = Layout::new(41, 1, 21).unwrap();
         let ledger = Ledger::new(layout, 5_000);
         for w in 0..2 {
-            ledger.first_sent();
+            ledger.first_sent(0);
             ledger.granted(true, &grant(w, 10 + u64::from(w), T0 + 1_000, &layout), T0);
         }
         // Both held: a refusal is right.
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 10, T0 + 20);
+        ledger.first_sent(0);
+        ledger.refused(0, false, "no free worker", T0 + 10, T0 + 20);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
         // Worker 0 killed: usable from its end plus the grace only.
         ledger.killed(0, 10, T0 + 100);
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 5_000, T0 + 5_010);
+        ledger.first_sent(0);
+        ledger.refused(0, false, "no free worker", T0 + 5_000, T0 + 5_010);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 6_100, T0 + 6_110);
+        ledger.first_sent(0);
+        ledger.refused(0, false, "no free worker", T0 + 6_100, T0 + 6_110);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
         // Granted again: the reuse delay is measured from the kill.
-        ledger.first_sent();
+        ledger.first_sent(0);
         ledger.granted(true, &grant(0, 12, T0 + 8_000, &layout), T0 + 6_200);
         ledger.with_tally(|t| {
             assert_eq!(t.reuse_ms.len(), 1);
@@ -546,15 +584,15 @@ mod tests {
     fn a_usable_worker_another_request_may_take_is_no_violation() {
         let layout = Layout::new(41, 1, 21).unwrap();
         let ledger = Ledger::new(layout, 5_000);
-        ledger.first_sent();
+        ledger.first_sent(0);
         ledger.granted(true, &grant(0, 1, T0 + 1_000, &layout), T0);
         // Worker 1 unused, but two first requests race for it.
-        ledger.first_sent();
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 100, T0 + 110);
+        ledger.first_sent(0);
+        ledger.first_sent(0);
+        ledger.refused(0, false, "no free worker", T0 + 100, T0 + 110);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
         // The other one got nothing either: now it is a violation.
-        ledger.refused(false, "no free worker", T0 + 100, T0 + 120);
+        ledger.refused(0, false, "no free worker", T0 + 100, T0 + 120);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
     }
 
@@ -575,11 +613,11 @@ mod tests {
         ledger.with_tally(|t| assert_eq!(t.late_grants_after_close, 1));
         // Not usable before that grant's end plus the grace: a refusal at
         // T0 + 6_000 is right, one at T0 + 11_100 is not.
-        ledger.first_sent();
-        ledger.refused(true, "wait", T0 + 6_000, T0 + 6_010);
+        ledger.first_sent(0);
+        ledger.refused(0, true, "wait", T0 + 6_000, T0 + 6_010);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
-        ledger.first_sent();
-        ledger.refused(true, "wait", T0 + 11_100, T0 + 11_110);
+        ledger.first_sent(0);
+        ledger.refused(0, true, "wait", T0 + 11_100, T0 + 11_110);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
     }
 
@@ -600,24 +638,63 @@ mod tests {
     fn an_uncertain_first_request_may_hold_a_worker_until_its_lease_ends() {
         let layout = Layout::new(41, 1, 21).unwrap();
         let ledger = Ledger::new(layout, 5_000);
-        ledger.first_sent();
+        ledger.first_sent(1);
         ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
         // Worker 1 unused; a first request times out: it may have got it.
-        ledger.first_sent();
+        ledger.first_sent(2);
         ledger.first_uncertain(&request(2, None, &layout), T0 + 100);
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 200, T0 + 210);
+        ledger.first_sent(4);
+        ledger.refused(4, false, "no free worker", T0 + 200, T0 + 210);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
+        // Its retry in flight is counted once: while it is in flight, one
+        // refusal is right (the retry may hold or take worker 1), and a
+        // second is not.
+        ledger.first_sent(2);
+        ledger.first_sent(5);
+        ledger.refused(5, false, "no free worker", T0 + 300, T0 + 310);
+        assert!(ledger.with_tally(|t| t.violations.is_empty()));
+        ledger.first_uncertain(&request(2, None, &layout), T0 + 400);
         // That lease would have ended (1 s grant + 5 s grace): a violation.
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 6_200, T0 + 6_210);
+        ledger.first_sent(4);
+        ledger.refused(4, false, "no free worker", T0 + 6_500, T0 + 6_510);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
         // Its retry is granted worker 1: known again, no allowance left.
-        ledger.first_sent();
-        ledger.first_uncertain(&request(3, None, &layout), T0 + 6_300);
-        ledger.first_sent();
-        ledger.granted(true, &grant(1, 3, T0 + 7_300, &layout), T0 + 6_400);
+        ledger.first_sent(3);
+        ledger.first_uncertain(&request(3, None, &layout), T0 + 6_600);
+        ledger.first_sent(3);
+        ledger.granted(true, &grant(1, 3, T0 + 7_600, &layout), T0 + 6_700);
         assert!(ledger.lock().maybe_held.is_empty());
+    }
+
+    #[test]
+    fn a_retry_in_flight_is_counted_once() {
+        // Four workers, worker 0 held: three usable.
+        let layout = Layout::new(41, 2, 20).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        ledger.first_sent(1);
+        ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        // Incarnation 2 timed out and retries; 5 is in flight too: they
+        // may take two workers, not three.
+        ledger.first_sent(2);
+        ledger.first_uncertain(&request(2, None, &layout), T0 + 100);
+        ledger.first_sent(2);
+        ledger.first_sent(5);
+        ledger.first_sent(6);
+        ledger.refused(6, false, "no free worker", T0 + 200, T0 + 210);
+        assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
+    }
+
+    #[test]
+    fn a_shed_first_request_holds_nothing() {
+        let layout = Layout::new(41, 1, 21).unwrap();
+        let ledger = Ledger::new(layout, 5_000);
+        ledger.first_sent(1);
+        ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        ledger.first_sent(2);
+        ledger.first_no_grant(2, true);
+        ledger.first_sent(3);
+        ledger.refused(3, false, "no free worker", T0 + 200, T0 + 210);
+        ledger.with_tally(|t| assert_eq!((t.violations.len(), t.shed, t.uncertain), (1, 1, 0)));
     }
 
     #[test]
@@ -625,7 +702,7 @@ mod tests {
         let layout = Layout::new(41, 1, 21).unwrap();
         let ledger = Ledger::new(layout, 5_000);
         for (w, end) in [(0, T0 + 5_000), (1, T0 + 20_000)] {
-            ledger.first_sent();
+            ledger.first_sent(1 + u64::from(w));
             ledger.granted(true, &grant(w, 1 + u64::from(w), end, &layout), T0);
         }
         // Worker 0 (incarnation 1, until T0 + 5 s) renews for 1 s more at
@@ -634,12 +711,24 @@ mod tests {
         r.not_before = layout.tick_at(T0 + 5_000);
         ledger.renewal_uncertain(&r, T0 + 4_000);
         ledger.killed(0, 1, T0 + 4_100);
-        // Usable only after T0 + 6 s + the grace, not T0 + 5 s + the grace.
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 10_500, T0 + 10_510);
+        // For a refusal: usable only after T0 + 6 s + the grace, not
+        // T0 + 5 s + the grace.
+        ledger.first_sent(3);
+        ledger.refused(3, false, "no free worker", T0 + 10_500, T0 + 10_510);
         assert!(ledger.with_tally(|t| t.violations.is_empty()));
-        ledger.first_sent();
-        ledger.refused(false, "no free worker", T0 + 11_100, T0 + 11_110);
+        ledger.first_sent(3);
+        ledger.refused(3, false, "no free worker", T0 + 11_100, T0 + 11_110);
         assert_eq!(ledger.with_tally(|t| t.violations.len()), 1);
+        // For an early reuse only what is certain counts: the renewal may
+        // not have been granted, so a grant at T0 + 10.5 s is not early.
+        let ledger = Ledger::new(layout, 5_000);
+        ledger.first_sent(1);
+        ledger.granted(true, &grant(0, 1, T0 + 5_000, &layout), T0);
+        ledger.renewal_uncertain(&r, T0 + 4_000);
+        ledger.killed(0, 1, T0 + 4_100);
+        ledger.first_sent(7);
+        ledger.granted(true, &grant(0, 7, T0 + 11_500, &layout), T0 + 10_500);
+        ledger.with_tally(|t| assert_eq!(t.reused_early, 0));
+        assert_eq!(ledger.lock().maybe_leased_until[0], 0);
     }
 }

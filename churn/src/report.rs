@@ -366,6 +366,7 @@ impl Summary {
                     v.sent_ms, v.answered_ms, v.usable, v.in_flight, v.example, v.answer)).collect::<Vec<_>>(),
                 "lease_losses": t.lease_losses,
                 "uncertain": t.uncertain,
+                "shed": t.shed,
                 "killed_reused": t.reuse_ms.len(),
                 "reuse_after_kill_ms": quantiles_ms(&t.reuse_ms, false),
                 "reuse_after_usable_ms": quantiles_ms(&t.reuse_late_ms, false),
@@ -546,12 +547,13 @@ impl Summary {
         );
         let _ = writeln!(
             t,
-            "refusals: none free {} wait {} | while free {} | lease losses {} uncertain {} | issue errors {} | renewals committed after kill {} after close {}",
+            "refusals: none free {} wait {} | while free {} | lease losses {} uncertain {} shed {} | issue errors {} | renewals committed after kill {} after close {}",
             l["refused_none_free"],
             l["refused_wait"],
             l["refused_while_free"],
             l["lease_losses"],
             l["uncertain"],
+            l["shed"],
             v["issue_errors"],
             l["renewals_committed_after_kill"],
             l["renewals_committed_after_close"]

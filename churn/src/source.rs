@@ -24,6 +24,9 @@ use crate::ledger::Ledger;
 const WAIT_MARK: &str = "high-water is ahead";
 /// What it says when no worker is free.
 const NONE_FREE_MARK: &str = "no free worker";
+/// What a grantid server says of a call it shed before the store
+/// (server/src/sessions.rs).
+const SHED_MARK: &str = "the server is at capacity";
 
 /// A kill switch and ledger tap around a shared grant source.
 pub struct Switched {
@@ -63,21 +66,30 @@ impl GrantSource for Switched {
         }
         let first = request.worker.is_none();
         if first {
-            self.ledger.first_sent();
+            self.ledger.first_sent(request.incarnation);
         }
         let sent_ms = SystemClock.now_ms();
         let answer = self.inner.acquire(request);
         let answered_ms = SystemClock.now_ms();
+        let shed = matches!(&answer, Err(GrantError::Unavailable(why)) if why.contains(SHED_MARK));
+        let incarnation = request.incarnation;
         match (&answer, first) {
             (Ok(grant), _) => self.ledger.granted(first, grant, answered_ms),
             (Err(GrantError::Lost(why) | GrantError::Unavailable(why)), true)
                 if why.contains(NONE_FREE_MARK) || why.contains(WAIT_MARK) =>
             {
+                let wait = why.contains(WAIT_MARK);
                 self.ledger
-                    .refused(why.contains(WAIT_MARK), why, sent_ms, answered_ms)
+                    .refused(incarnation, wait, why, sent_ms, answered_ms)
             }
+            // Refused: the store answered, and granted nothing.
+            (Err(GrantError::Refused(_)), true) => self.ledger.first_no_grant(incarnation, false),
+            (Err(_), true) if shed => self.ledger.first_no_grant(incarnation, true),
             (Err(_), true) => self.ledger.first_uncertain(request, answered_ms),
-            (Err(GrantError::Lost(_)), false) => self.ledger.renewal_lost(),
+            (Err(GrantError::Lost(_) | GrantError::Refused(_)), false) => {
+                self.ledger.renewal_lost()
+            }
+            (Err(_), false) if shed => self.ledger.renewal_shed(),
             (Err(_), false) => self.ledger.renewal_uncertain(request, answered_ms),
         }
         answer

@@ -833,3 +833,25 @@ fn renewals_find_a_session_while_first_requests_fill_theirs() {
         assert!(start.is_ok(), "{start:?}");
     }
 }
+
+#[test]
+fn authority_sessions_out_of_range_are_refused() {
+    for n in ["0", "65"] {
+        let out = Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--authority-sessions",
+                n,
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{n}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("authority sessions must be 1 to 64"),
+            "{n}: {err}"
+        );
+    }
+}

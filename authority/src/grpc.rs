@@ -202,10 +202,15 @@ impl GrantSource for GrpcAuthority {
                     };
                     let why = format!("{:?}: {}", status.code(), status.message());
                     // Only a transport failure is tried again (same request
-                    // id: the server answers a repeat with the recorded grant).
+                    // id: the server answers a repeat with the recorded grant);
+                    // a status the server chose (it carries the grantid code:
+                    // stopping, at capacity, ...) goes back to the generator,
+                    // which backs off.
                     let pause =
                         RECONNECT_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
-                    if status.code() != Code::Unavailable || pause.is_zero() {
+                    let transport = status.code() == Code::Unavailable
+                        && status.metadata().get("grantid-code").is_none();
+                    if !transport || pause.is_zero() {
                         return Err(self.unavailable(why));
                     }
                     tokio::time::sleep(pause).await;

@@ -855,3 +855,42 @@ fn authority_sessions_out_of_range_are_refused() {
         );
     }
 }
+
+/// At the drain, calls still waiting for a session are answered at once
+/// (`UNAVAILABLE`, "stopping": retry on another server) instead of waiting
+/// out the drain.
+#[test]
+fn a_drain_turns_away_calls_waiting_for_a_session() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let (server, port) = server_with_sessions(&pg, 1);
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let namespace = registered_namespace(&pg, via.as_ref(), "drain");
+    let lock = NamespaceLock::hold(&pg, &namespace);
+    let call = |incarnation| {
+        let url = format!("{url}?timeout_ms=20000");
+        let mut r = grant_request(incarnation, None, 0);
+        r.namespace = namespace.clone();
+        std::thread::spawn(move || grantid_authority::from_url(&url).unwrap().acquire(&r))
+    };
+    let stuck = call(2);
+    wait_for_lock_waiters(&pg, &lock, 1);
+    let waiting = call(3);
+    std::thread::sleep(Duration::from_millis(300));
+    let term = Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let answer = waiting.join().unwrap();
+    lock.release();
+    assert!(
+        matches!(&answer, Err(grantid::GrantError::Unavailable(why)) if why.contains("stopping")),
+        "{answer:?}"
+    );
+    // The call on the session finishes: the drain waits for it.
+    let stuck = stuck.join().unwrap();
+    assert!(stuck.is_ok(), "{stuck:?}");
+}

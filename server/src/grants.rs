@@ -5,6 +5,7 @@
 //! `Status` and `Init` are the authority's own `status` and `init`, so
 //! `grantid authority status|init grpc://...` work from anywhere.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use grantid::{Error, ErrorKind, GrantError};
@@ -24,7 +25,7 @@ use crate::telemetry::{MethodMetrics, grant_answer};
 
 /// The GrantService of one server.
 pub struct GrantForwarder {
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     acquire: MethodMetrics,
     release: MethodMetrics,
     status: MethodMetrics,
@@ -38,7 +39,7 @@ impl std::fmt::Debug for GrantForwarder {
 }
 
 impl GrantForwarder {
-    pub(crate) fn new(sessions: Sessions) -> GrantForwarder {
+    pub(crate) fn new(sessions: Arc<Sessions>) -> GrantForwarder {
         GrantForwarder {
             sessions,
             acquire: MethodMetrics::new("Acquire"),

@@ -283,9 +283,11 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
+    let sessions = Arc::new(sessions::Sessions::new(opened));
     let fatal = Arc::new(Mutex::new(None::<Error>));
     let drain = {
         let fatal = Arc::clone(&fatal);
+        let sessions = Arc::clone(&sessions);
         let reporter = reporter.clone();
         let delay = config.drain_delay;
         async move {
@@ -296,6 +298,7 @@ pub async fn run(
                 }
             }
             let _ = stop_tx.send(true);
+            sessions.close();
             for name in ["", ID_SERVICE_NAME, GRANT_SERVICE_NAME] {
                 reporter
                     .set_service_status(name, ServingStatus::NotServing)
@@ -321,7 +324,7 @@ pub async fn run(
             Arc::clone(&state),
         )))
         .add_service(GrantServiceServer::new(grants::GrantForwarder::new(
-            sessions::Sessions::new(opened),
+            sessions,
         )));
     log::info!(
         target: "grantid_server",

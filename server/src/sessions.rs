@@ -161,6 +161,14 @@ impl Sessions {
         }
     }
 
+    /// The drain began: calls still waiting for a session, and any that
+    /// come, are answered at once (`UNAVAILABLE`: retry on another server);
+    /// calls on a session finish.
+    pub fn close(&self) {
+        self.all.permits.close();
+        self.new_work.permits.close();
+    }
+
     fn refused(&self, why: Refused) -> Error {
         let why = match why {
             Refused::Closed => return Error::new(ErrorKind::Closed, "the server is stopping"),

@@ -44,10 +44,16 @@ fn server(port: u16, state: &Path) -> Child {
 /// Starts `grantid serve` on `port` with the authority `url`, and waits
 /// until it accepts connections.
 fn server_on(port: u16, url: &str) -> Child {
+    server_with_args(port, url, &[])
+}
+
+/// [`server_on`] with more flags of `grantid serve`.
+fn server_with_args(port: u16, url: &str, args: &[&str]) -> Child {
     let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--authority", url])
         .args(["--namespace", "server-own"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -537,20 +543,12 @@ impl Drop for Running {
 /// its session for as long as the test keeps the lock.
 fn server_with_sessions(pg: &str, sessions: usize) -> (Running, u16) {
     let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--authority", &format!("{pg}?timeout_ms=20000")])
-        .args(["--authority-sessions", &sessions.to_string()])
-        .args(["--namespace", "server-own"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let sessions = sessions.to_string();
+    let child = server_with_args(
+        port,
+        &format!("{pg}?timeout_ms=20000"),
+        &["--authority-sessions", &sessions],
+    );
     (Running(child), port)
 }
 
@@ -633,6 +631,31 @@ fn registered_namespace(pg: &str, via: &dyn grantid::GrantSource, name: &str) ->
     first.namespace
 }
 
+/// A server on PostgreSQL with `sessions` authority sessions and a namespace
+/// of its own registered through it: the server, its `grpc://` URL and the
+/// namespace.
+fn served_namespace(pg: &str, sessions: usize, name: &str) -> (Running, String, String) {
+    let (server, port) = server_with_sessions(pg, sessions);
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let namespace = registered_namespace(pg, via.as_ref(), name);
+    (server, url, namespace)
+}
+
+/// A first request of `incarnation` in `namespace` through the server at
+/// `url`, on a connection of its own, with a timeout longer than any lock
+/// a test holds.
+fn acquire_in_background(
+    url: &str,
+    namespace: &str,
+    incarnation: u64,
+) -> std::thread::JoinHandle<Result<grantid::Grant, grantid::GrantError>> {
+    let url = format!("{url}?timeout_ms=20000");
+    let mut r = grant_request(incarnation, None, 0);
+    r.namespace = namespace.to_owned();
+    std::thread::spawn(move || grantid_authority::from_url(&url).unwrap().acquire(&r))
+}
+
 /// Grant calls on different sessions do not wait for each other: while one
 /// call is stuck in the store, another namespace's call is answered.
 #[test]
@@ -646,16 +669,7 @@ fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
     let stuck = registered_namespace(&pg, via.as_ref(), "stuck");
     let free = registered_namespace(&pg, via.as_ref(), "free");
     let lock = NamespaceLock::hold(&pg, &stuck);
-    let blocked = {
-        let url = url.clone();
-        let mut r = grant_request(2, None, 0);
-        r.namespace = stuck.clone();
-        std::thread::spawn(move || {
-            // Longer than the lock is held, so that it ends with a grant.
-            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
-            via.acquire(&r)
-        })
-    };
+    let blocked = acquire_in_background(&url, &stuck, 2);
     // The stuck call reaches its session and waits in the store.
     wait_for_lock_waiters(&pg, &lock, 1);
     let mut other = grant_request(2, None, 0);
@@ -681,20 +695,9 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
     let Some(pg) = postgres_url() else {
         return;
     };
-    let (_server, port) = server_with_sessions(&pg, 1);
-    let url = format!("grpc://127.0.0.1:{port}");
-    let via = grantid_authority::from_url(&url).unwrap();
-    let namespace = registered_namespace(&pg, via.as_ref(), "overload");
+    let (_server, url, namespace) = served_namespace(&pg, 1, "overload");
     let lock = NamespaceLock::hold(&pg, &namespace);
-    let blocker = {
-        let url = url.clone();
-        let mut r = grant_request(2, None, 0);
-        r.namespace = namespace.clone();
-        std::thread::spawn(move || {
-            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
-            via.acquire(&r)
-        })
-    };
+    let blocker = acquire_in_background(&url, &namespace, 2);
     wait_for_lock_waiters(&pg, &lock, 1);
     // More callers than may wait for the one session; each gives up after
     // 1 s, while the session is still held, and well before the server's
@@ -790,10 +793,8 @@ fn renewals_find_a_session_while_first_requests_fill_theirs() {
     let Some(pg) = postgres_url() else {
         return;
     };
-    let (_server, port) = server_with_sessions(&pg, 2);
-    let url = format!("grpc://127.0.0.1:{port}");
+    let (_server, url, namespace) = served_namespace(&pg, 2, "renewals");
     let via = grantid_authority::from_url(&url).unwrap();
-    let namespace = registered_namespace(&pg, via.as_ref(), "renewals");
     let mut live = grant_request(2, None, 0);
     live.namespace = namespace.clone();
     let held = via.acquire(&live).unwrap();
@@ -801,18 +802,9 @@ fn renewals_find_a_session_while_first_requests_fill_theirs() {
     // Two starts: the first stuck in the store, the second waiting for a
     // session (without the renewals' share it would take the second
     // session and be stuck in the store too).
-    let start = |incarnation| {
-        let url = url.clone();
-        let mut r = grant_request(incarnation, None, 0);
-        r.namespace = namespace.clone();
-        std::thread::spawn(move || {
-            let via = grantid_authority::from_url(&format!("{url}?timeout_ms=20000")).unwrap();
-            via.acquire(&r)
-        })
-    };
-    let mut starts = vec![start(3)];
+    let mut starts = vec![acquire_in_background(&url, &namespace, 3)];
     wait_for_lock_waiters(&pg, &lock, 1);
-    starts.push(start(4));
+    starts.push(acquire_in_background(&url, &namespace, 4));
     std::thread::sleep(Duration::from_millis(300));
     let renewal = grantid::GrantRequest {
         request_id: 2,
@@ -864,20 +856,11 @@ fn a_drain_turns_away_calls_waiting_for_a_session() {
     let Some(pg) = postgres_url() else {
         return;
     };
-    let (server, port) = server_with_sessions(&pg, 1);
-    let url = format!("grpc://127.0.0.1:{port}");
-    let via = grantid_authority::from_url(&url).unwrap();
-    let namespace = registered_namespace(&pg, via.as_ref(), "drain");
+    let (server, url, namespace) = served_namespace(&pg, 1, "drain");
     let lock = NamespaceLock::hold(&pg, &namespace);
-    let call = |incarnation| {
-        let url = format!("{url}?timeout_ms=20000");
-        let mut r = grant_request(incarnation, None, 0);
-        r.namespace = namespace.clone();
-        std::thread::spawn(move || grantid_authority::from_url(&url).unwrap().acquire(&r))
-    };
-    let stuck = call(2);
+    let stuck = acquire_in_background(&url, &namespace, 2);
     wait_for_lock_waiters(&pg, &lock, 1);
-    let waiting = call(3);
+    let waiting = acquire_in_background(&url, &namespace, 3);
     std::thread::sleep(Duration::from_millis(300));
     let term = Command::new("kill")
         .args(["-TERM", &server.0.id().to_string()])

@@ -98,9 +98,14 @@ impl GrantForwarder {
                 "the server's authority gave an invalid grant: {why}"
             )),
             Ok(None) => Answer::Unavailable("the server's authority panicked".into()),
-            // Shed before it reached the store: nothing was granted.
+            // Shed (or turned away by the drain) before it reached the
+            // store: nothing was granted.
             Err(e) => {
-                grant_answer("shed");
+                grant_answer(if e.kind() == ErrorKind::CapacityExhausted {
+                    "shed"
+                } else {
+                    "unavailable"
+                });
                 return Err(status_of(&e));
             }
         };

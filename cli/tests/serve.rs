@@ -877,3 +877,88 @@ fn a_drain_turns_away_calls_waiting_for_a_session() {
     let stuck = stuck.join().unwrap();
     assert!(stuck.is_ok(), "{stuck:?}");
 }
+
+/// Through `--drain-delay-ms` the server still serves: only health says
+/// `NOT_SERVING`, so load balancers move the fleet's grant calls elsewhere
+/// while the calls that still arrive are granted (a renewal refused there
+/// would stall its process for nothing).
+#[test]
+fn grant_calls_are_served_through_the_drain_delay() {
+    let dir = scratch("drain-delay");
+    let port = free_port();
+    let url = format!("file:{}", dir.join("state.json").display());
+    let mut srv = server_with_args(port, &url, &["--drain-delay-ms", "3000"]);
+    let via = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}")).unwrap();
+    let first = via.acquire(&grant_request(1, None, 0)).unwrap();
+    let term = Command::new("kill")
+        .args(["-TERM", &srv.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut renewal = grant_request(1, Some(first.worker), first.end);
+    renewal.request_id = 2;
+    let renewed = via.acquire(&renewal);
+    assert!(
+        matches!(&renewed, Ok(g) if g.start >= first.end),
+        "{renewed:?}"
+    );
+    let other = via.acquire(&grant_request(2, None, 0));
+    assert!(other.is_ok(), "{other:?}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = srv.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The value of the Prometheus sample `name` (with its labels) served at
+/// `http://127.0.0.1:PORT/metrics`, or `None` when it is not there.
+fn scraped(port: u16, name: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+}
+
+/// A call whose client gives up while it waits for a session is dropped
+/// by the server before it answers; it is still counted, as `CANCELLED`.
+#[test]
+fn calls_dropped_before_their_answer_are_counted_cancelled() {
+    let Some(pg) = postgres_url() else {
+        return;
+    };
+    let (port, metrics_port) = (free_port(), free_port());
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let _server = Running(server_with_args(
+        port,
+        &format!("{pg}?timeout_ms=20000"),
+        &["--authority-sessions", "1", "--metrics", &metrics],
+    ));
+    let url = format!("grpc://127.0.0.1:{port}");
+    let via = grantid_authority::from_url(&url).unwrap();
+    let namespace = registered_namespace(&pg, via.as_ref(), "cancelled");
+    let lock = NamespaceLock::hold(&pg, &namespace);
+    let stuck = acquire_in_background(&url, &namespace, 2);
+    wait_for_lock_waiters(&pg, &lock, 1);
+    let impatient = grantid_authority::from_url(&format!("{url}?timeout_ms=1000")).unwrap();
+    let mut r = grant_request(3, None, 0);
+    r.namespace = namespace.clone();
+    let gave_up = impatient.acquire(&r);
+    lock.release();
+    assert!(stuck.join().unwrap().is_ok());
+    assert!(gave_up.is_err(), "{gave_up:?}");
+    let sample = r#"grantid_requests_total{method="Acquire",code="CANCELLED"}"#;
+    let cancelled = scraped(metrics_port, sample);
+    assert!(cancelled >= Some(1.0), "{sample}: {cancelled:?}");
+}

@@ -6,7 +6,6 @@
 //! `grantid authority status|init grpc://...` work from anywhere.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use grantid::{Error, ErrorKind, GrantError};
 use grantid_authority::{Authority, WorkerStatus};
@@ -155,9 +154,9 @@ impl GrantService for GrantForwarder {
         &self,
         request: Request<AcquireRequest>,
     ) -> Result<Response<AcquireResponse>, Status> {
-        let started = Instant::now();
+        let call = self.acquire.start();
         let r = self.acquire_inner(request.into_inner()).await;
-        self.acquire.done(started, result_code(&r));
+        call.done(result_code(&r));
         r.map(Response::new)
     }
 
@@ -165,9 +164,9 @@ impl GrantService for GrantForwarder {
         &self,
         request: Request<ReleaseRequest>,
     ) -> Result<Response<ReleaseResponse>, Status> {
-        let started = Instant::now();
+        let call = self.release.start();
         let r = self.release_inner(request.into_inner()).await;
-        self.release.done(started, result_code(&r));
+        call.done(result_code(&r));
         r.map(Response::new)
     }
 
@@ -175,19 +174,19 @@ impl GrantService for GrantForwarder {
         &self,
         request: Request<StatusRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
-        let started = Instant::now();
+        let call = self.status.start();
         let r = self.status_inner(request.into_inner()).await;
-        self.status.done(started, result_code(&r));
+        call.done(result_code(&r));
         r.map(Response::new)
     }
 
     async fn init(&self, _request: Request<InitRequest>) -> Result<Response<InitResponse>, Status> {
-        let started = Instant::now();
+        let call = self.init.start();
         let r = self
             .blocking("init", Class::New, |a| a.init())
             .await
             .map(|report| InitResponse { report });
-        self.init.done(started, result_code(&r));
+        call.done(result_code(&r));
         r.map(Response::new)
     }
 }

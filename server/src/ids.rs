@@ -4,7 +4,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Instant;
 
 use grantid::{Error, Generator};
 use grantid_proto::v1::id_generator_service_server::IdGeneratorService;
@@ -156,11 +155,11 @@ impl IdGeneratorService for IdService {
         &self,
         request: Request<GenerateIdRequest>,
     ) -> Result<Response<GenerateIdResponse>, Status> {
-        let started = Instant::now();
+        let call = self.unary.start();
         let request = request.into_inner();
         let caller = log_caller(&request.caller_service);
         let r = self.generate_id_inner(&request).await;
-        self.unary.done(started, result_code(&r));
+        call.done(result_code(&r));
         log::debug!(target: "grantid_server", "event=call method=GenerateId caller={caller:?} code={:?}", result_code(&r));
         if r.is_ok() {
             self.issued.increment(1);
@@ -172,11 +171,11 @@ impl IdGeneratorService for IdService {
         &self,
         request: Request<GenerateIdBatchRequest>,
     ) -> Result<Response<GenerateIdBatchResponse>, Status> {
-        let started = Instant::now();
+        let call = self.batch.start();
         let request = request.into_inner();
         let caller = log_caller(&request.caller_service);
         let r = self.generate_batch_inner(&request).await;
-        self.batch.done(started, result_code(&r));
+        call.done(result_code(&r));
         log::debug!(target: "grantid_server", "event=call method=GenerateIdBatch caller={caller:?} code={:?}", result_code(&r));
         if let Ok(b) = &r {
             self.issued.increment(b.ids.len() as u64);

@@ -298,7 +298,6 @@ pub async fn run(
                 }
             }
             let _ = stop_tx.send(true);
-            sessions.close();
             for name in ["", ID_SERVICE_NAME, GRANT_SERVICE_NAME] {
                 reporter
                     .set_service_status(name, ServingStatus::NotServing)
@@ -306,6 +305,9 @@ pub async fn run(
             }
             log::info!(target: "grantid_server", "event=draining delay_ms={}", delay.as_millis());
             tokio::time::sleep(delay).await;
+            // The listener closes now: calls still waiting for a session
+            // are answered at once (through the delay they were served).
+            sessions.close();
         }
     };
 

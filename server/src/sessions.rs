@@ -21,7 +21,7 @@ use std::time::Duration;
 use grantid::{Error, ErrorKind};
 use grantid_authority::Authority;
 use metrics::{Counter, Gauge};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 /// Default number of authority sessions of one server.
@@ -110,8 +110,10 @@ impl Gate {
     }
 
     async fn enter(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, Refused> {
-        if let Ok(p) = Arc::clone(&self.permits).try_acquire_owned() {
-            return Ok(p);
+        match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(p) => return Ok(p),
+            Err(TryAcquireError::Closed) => return Err(Refused::Closed),
+            Err(TryAcquireError::NoPermits) => {}
         }
         if self.waiting.fetch_add(1, Ordering::Relaxed) >= self.max_waiting {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -240,6 +242,13 @@ impl Sessions {
             result
         })
         .await;
-        Ok(joined.ok().flatten())
+        match joined {
+            Ok(result) => Ok(result),
+            // The runtime shut down before the blocking thread ran.
+            Err(e) if e.is_cancelled() => {
+                Err(Error::new(ErrorKind::Closed, "the server is stopping"))
+            }
+            Err(_) => Ok(None),
+        }
     }
 }

@@ -1,19 +1,6 @@
-//! Prometheus metrics (docs/SERVICE.md, "Metrics"), through the `metrics`
-//! facade: without `--metrics` no recorder is installed and every update is
-//! a no-op.
-//!
-//! | name | type | labels |
-//! |---|---|---|
-//! | `grantid_requests_total` | counter | `method`, `code` (gRPC code name) |
-//! | `grantid_request_duration_seconds` | histogram | `method` |
-//! | `grantid_ids_issued_total` | counter | |
-//! | `grantid_grant_answers_total` | counter | `answer` (`granted`, `lost`, `unavailable`) |
-//! | `grantid_grant_remaining_seconds` | gauge | |
-//! | `grantid_worker` | gauge (-1: none) | |
-//! | `grantid_serving` | gauge (1 serving, 0 not) | |
-//! | `grantid_grants_acquired_total` | counter | |
-//! | `grantid_uncertain_retries_total` | counter | |
-//! | `grantid_lease_losses_total` | counter | |
+//! Prometheus metrics through the `metrics` facade; their names, labels
+//! and meanings are the table of docs/SERVICE.md, "Metrics". Without
+//! `--metrics` no recorder is installed and every update is a no-op.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -107,14 +94,48 @@ impl MethodMetrics {
         }
     }
 
-    /// Records one answered call that started at `started`.
-    pub fn done(&self, started: Instant, code: Code) {
+    /// Starts timing one call. A call dropped before [`Call::done`] (its
+    /// client went away or its deadline passed, and tonic dropped the
+    /// handler) is recorded as `CANCELLED`.
+    pub fn start(&self) -> Call<'_> {
+        Call {
+            metrics: self,
+            started: Instant::now(),
+            answered: false,
+        }
+    }
+
+    fn record(&self, started: Instant, code: Code) {
         self.latency.record(started.elapsed().as_secs_f64());
         if code == Code::Ok {
             self.ok.increment(1);
         } else {
             counter!("grantid_requests_total", "method" => self.method, "code" => code_name(code))
                 .increment(1);
+        }
+    }
+}
+
+/// One call being timed; see [`MethodMetrics::start`].
+#[derive(Debug)]
+pub struct Call<'a> {
+    metrics: &'a MethodMetrics,
+    started: Instant,
+    answered: bool,
+}
+
+impl Call<'_> {
+    /// Records the call as answered with `code`.
+    pub fn done(mut self, code: Code) {
+        self.answered = true;
+        self.metrics.record(self.started, code);
+    }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.metrics.record(self.started, Code::Cancelled);
         }
     }
 }

@@ -26,8 +26,10 @@ fn with(url: &str, query: &str) -> String {
 fn start(url: &str, ns: &str, layout: Layout) -> Result<Generator, grantid::Error> {
     let source = grantid_authority::from_url(url)?;
     Generator::builder(layout, ns, source)
+        // Short grants, so that the rounds below renew; a horizon with
+        // room for a slow renewal (an fsync on a busy disk).
         .grant_duration_ms(100)
-        .horizon_ms(200)
+        .horizon_ms(1000)
         .startup_timeout(Duration::from_secs(5))
         .backoff(Duration::from_millis(5), Duration::from_millis(50))
         .start()

@@ -634,12 +634,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_uncertain_first_request_may_hold_a_worker_until_its_lease_ends() {
-        let layout = Layout::new(41, 1, 21).unwrap();
+    /// A ledger of `worker_bits` workers (5 s grace) in which incarnation 1
+    /// holds worker 0 until T0 + 10 s.
+    fn holding_worker_0(worker_bits: u8) -> (Layout, Ledger) {
+        let layout = Layout::new(41, worker_bits, 22 - worker_bits).unwrap();
         let ledger = Ledger::new(layout, 5_000);
         ledger.first_sent(1);
         ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        (layout, ledger)
+    }
+
+    #[test]
+    fn an_uncertain_first_request_may_hold_a_worker_until_its_lease_ends() {
+        let (layout, ledger) = holding_worker_0(1);
         // Worker 1 unused; a first request times out: it may have got it.
         ledger.first_sent(2);
         ledger.first_uncertain(&request(2, None, &layout), T0 + 100);
@@ -669,10 +676,7 @@ mod tests {
     #[test]
     fn a_retry_in_flight_is_counted_once() {
         // Four workers, worker 0 held: three usable.
-        let layout = Layout::new(41, 2, 20).unwrap();
-        let ledger = Ledger::new(layout, 5_000);
-        ledger.first_sent(1);
-        ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        let (layout, ledger) = holding_worker_0(2);
         // Incarnation 2 timed out and retries; 5 is in flight too: they
         // may take two workers, not three.
         ledger.first_sent(2);
@@ -686,10 +690,7 @@ mod tests {
 
     #[test]
     fn a_shed_first_request_holds_nothing() {
-        let layout = Layout::new(41, 1, 21).unwrap();
-        let ledger = Ledger::new(layout, 5_000);
-        ledger.first_sent(1);
-        ledger.granted(true, &grant(0, 1, T0 + 10_000, &layout), T0);
+        let (_, ledger) = holding_worker_0(1);
         ledger.first_sent(2);
         ledger.first_no_grant(2, true);
         ledger.first_sent(3);

@@ -611,6 +611,22 @@ fn wait_for_lock_waiters(pg: &str, lock: &NamespaceLock, n: i64) {
     }
 }
 
+/// A first request of incarnation 2 in `namespace` through the server at
+/// `url`, stuck in the store (on a session) until the lock is released.
+fn stuck_in_the_store(
+    pg: &str,
+    url: &str,
+    namespace: &str,
+) -> (
+    NamespaceLock,
+    std::thread::JoinHandle<Result<grantid::Grant, grantid::GrantError>>,
+) {
+    let lock = NamespaceLock::hold(pg, namespace);
+    let call = acquire_in_background(url, namespace, 2);
+    wait_for_lock_waiters(pg, &lock, 1);
+    (lock, call)
+}
+
 /// Grants the store recorded for `namespace` and incarnations from `first`.
 fn logged_grants(pg: &str, namespace: &str, first: u64) -> i64 {
     let mut client = postgres::Client::connect(pg, postgres::NoTls).unwrap();
@@ -673,10 +689,8 @@ fn a_call_stuck_in_the_store_does_not_hold_up_the_others() {
     let via = grantid_authority::from_url(&url).unwrap();
     let stuck = registered_namespace(&pg, via.as_ref(), "stuck");
     let free = registered_namespace(&pg, via.as_ref(), "free");
-    let lock = NamespaceLock::hold(&pg, &stuck);
-    let blocked = acquire_in_background(&url, &stuck, 2);
     // The stuck call reaches its session and waits in the store.
-    wait_for_lock_waiters(&pg, &lock, 1);
+    let (lock, blocked) = stuck_in_the_store(&pg, &url, &stuck);
     let mut other = grant_request(2, None, 0);
     other.namespace = free;
     let short = grantid_authority::from_url(&format!("{url}?timeout_ms=2000")).unwrap();
@@ -701,9 +715,7 @@ fn an_overloaded_server_sheds_and_drops_calls_whose_client_has_gone() {
         return;
     };
     let (_server, url, namespace) = served_namespace(&pg, 1, "overload");
-    let lock = NamespaceLock::hold(&pg, &namespace);
-    let blocker = acquire_in_background(&url, &namespace, 2);
-    wait_for_lock_waiters(&pg, &lock, 1);
+    let (lock, blocker) = stuck_in_the_store(&pg, &url, &namespace);
     // More callers than may wait for the one session; each gives up after
     // 1 s, while the session is still held, and well before the server's
     // own bound on a wait (`MAX_WAIT`, 3 s): only the deadline each sends
@@ -862,9 +874,7 @@ fn a_drain_turns_away_calls_waiting_for_a_session() {
         return;
     };
     let (server, url, namespace) = served_namespace(&pg, 1, "drain");
-    let lock = NamespaceLock::hold(&pg, &namespace);
-    let stuck = acquire_in_background(&url, &namespace, 2);
-    wait_for_lock_waiters(&pg, &lock, 1);
+    let (lock, stuck) = stuck_in_the_store(&pg, &url, &namespace);
     let waiting = acquire_in_background(&url, &namespace, 3);
     std::thread::sleep(Duration::from_millis(300));
     let term = Command::new("kill")
@@ -945,9 +955,7 @@ fn calls_dropped_before_their_answer_are_counted_cancelled() {
     let url = format!("grpc://127.0.0.1:{port}");
     let via = grantid_authority::from_url(&url).unwrap();
     let namespace = registered_namespace(&pg, via.as_ref(), "cancelled");
-    let lock = NamespaceLock::hold(&pg, &namespace);
-    let stuck = acquire_in_background(&url, &namespace, 2);
-    wait_for_lock_waiters(&pg, &lock, 1);
+    let (lock, stuck) = stuck_in_the_store(&pg, &url, &namespace);
     let impatient = grantid_authority::from_url(&format!("{url}?timeout_ms=1000")).unwrap();
     let mut r = grant_request(3, None, 0);
     r.namespace = namespace.clone();

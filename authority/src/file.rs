@@ -11,11 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use grantid::{
-    Allocator, Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout,
-    NamespaceRecord, SystemClock, WorkerRecord, Workers,
+    Allocator, Clock, Error, Grant, GrantError, GrantRequest, GrantSource, NamespaceRecord,
+    SystemClock, WorkerRecord, Workers,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile::{self, Locked};
 use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
@@ -39,40 +40,6 @@ impl std::fmt::Debug for FileAuthority {
             .field("path", &self.path)
             .field("options", &self.options)
             .finish_non_exhaustive()
-    }
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy)]
-pub(crate) struct LayoutDoc {
-    pub timestamp_bits: u8,
-    pub worker_bits: u8,
-    pub sequence_bits: u8,
-    pub epoch_ms: u64,
-    pub tick_ms: u64,
-}
-
-impl From<Layout> for LayoutDoc {
-    fn from(l: Layout) -> LayoutDoc {
-        LayoutDoc {
-            timestamp_bits: l.timestamp_bits(),
-            worker_bits: l.worker_bits(),
-            sequence_bits: l.sequence_bits(),
-            epoch_ms: l.epoch_ms(),
-            tick_ms: l.tick_ms(),
-        }
-    }
-}
-
-impl LayoutDoc {
-    pub(crate) fn layout(self) -> Result<Layout, String> {
-        Layout::with_all(
-            self.timestamp_bits,
-            self.worker_bits,
-            self.sequence_bits,
-            self.epoch_ms,
-            self.tick_ms,
-        )
-        .map_err(|e| e.to_string())
     }
 }
 
@@ -423,8 +390,4 @@ impl Authority for FileAuthority {
         out.sort_by(|a, b| (&a.namespace, a.worker).cmp(&(&b.namespace, b.worker)));
         Ok(out)
     }
-}
-
-pub(crate) fn unavailable(e: GrantError) -> Error {
-    Error::new(ErrorKind::Unavailable, e.to_string())
 }

@@ -69,7 +69,18 @@ pub mod answer;
 #[cfg(any(feature = "mysql", feature = "etcd"))]
 mod blocking;
 mod datacenter;
+#[cfg(any(
+    feature = "file",
+    feature = "static",
+    feature = "postgres",
+    feature = "redis",
+    feature = "grpc",
+    feature = "mysql",
+    feature = "etcd"
+))]
 mod forklocal;
+#[cfg(any(feature = "file", feature = "static"))]
+mod local;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;
 #[cfg(any(feature = "file", feature = "static"))]
@@ -134,7 +145,15 @@ pub fn sidecar_path(state_file: &std::path::Path) -> Option<std::path::PathBuf> 
 /// The namespace check of the generator's builder
 /// ([`grantid::check_namespace`]), for requests that reach an authority
 /// directly (a host's own grant loop): a name no authority can store is a
-/// permanent refusal, never a retry.
+/// permanent refusal, never a retry. (A `grpc://` server checks its own.)
+#[cfg(any(
+    feature = "file",
+    feature = "static",
+    feature = "postgres",
+    feature = "redis",
+    feature = "mysql",
+    feature = "etcd"
+))]
 pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
     grantid::check_namespace(namespace)
         .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
@@ -200,6 +219,8 @@ pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
 }
 
 fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, Error> {
+    // Unused only in a build with no authority at all.
+    #[allow(unused_variables)]
     let options = parsed.options;
     match parsed.target {
         #[cfg(feature = "file")]

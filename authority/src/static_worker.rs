@@ -33,8 +33,8 @@ use std::time::Duration;
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, SystemClock};
 use serde::{Deserialize, Serialize};
 
-use crate::file::LayoutDoc;
 use crate::forklocal::ForkLocal;
+use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile;
 use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
@@ -344,9 +344,8 @@ impl Authority for StaticAuthority {
                  each process)",
             ));
         };
-        let locked =
-            lockfile::lock(path, self.options.timeout).map_err(crate::file::unavailable)?;
-        let (mut marks, _) = self.read_marks(&locked).map_err(crate::file::unavailable)?;
+        let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
+        let (mut marks, _) = self.read_marks(&locked).map_err(unavailable)?;
         let side = Sidecar::open(path);
         let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), &self.options)
             .max(side.latest_end_ms());
@@ -354,7 +353,7 @@ impl Authority for StaticAuthority {
         marks.store.serial += 1;
         locked
             .write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())
-            .map_err(crate::file::unavailable)?;
+            .map_err(unavailable)?;
         side.record(&marks.store, 0);
         Ok(format!(
             "static state file {}: quarantine until Unix ms {until}: no grant before it",
@@ -365,11 +364,8 @@ impl Authority for StaticAuthority {
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         let marks = match &self.state {
             Some(path) => {
-                let locked =
-                    lockfile::lock(path, self.options.timeout).map_err(crate::file::unavailable)?;
-                self.read_marks(&locked)
-                    .map_err(crate::file::unavailable)?
-                    .0
+                let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
+                self.read_marks(&locked).map_err(unavailable)?.0
             }
             None => {
                 let marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());

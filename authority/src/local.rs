@@ -1,0 +1,46 @@
+//! What the host-local authorities (`file:` and `static:`) share: the layout
+//! record of their state files, and the error a failure to lock or write
+//! one becomes.
+
+use grantid::{Error, ErrorKind, GrantError, Layout};
+use serde::{Deserialize, Serialize};
+
+/// A layout as a state file records it.
+#[derive(Serialize, Deserialize, Clone, Copy)]
+pub(crate) struct LayoutDoc {
+    pub timestamp_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+    pub epoch_ms: u64,
+    pub tick_ms: u64,
+}
+
+impl From<Layout> for LayoutDoc {
+    fn from(l: Layout) -> LayoutDoc {
+        LayoutDoc {
+            timestamp_bits: l.timestamp_bits(),
+            worker_bits: l.worker_bits(),
+            sequence_bits: l.sequence_bits(),
+            epoch_ms: l.epoch_ms(),
+            tick_ms: l.tick_ms(),
+        }
+    }
+}
+
+impl LayoutDoc {
+    pub(crate) fn layout(self) -> Result<Layout, String> {
+        Layout::with_all(
+            self.timestamp_bits,
+            self.worker_bits,
+            self.sequence_bits,
+            self.epoch_ms,
+            self.tick_ms,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A state file that cannot be locked, read or written: the caller may retry.
+pub(crate) fn unavailable(e: GrantError) -> Error {
+    Error::new(ErrorKind::Unavailable, e.to_string())
+}

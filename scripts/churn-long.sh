@@ -28,8 +28,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-cargo build --release -p grantid-churn -p grantid-cli --locked
-bin=${CARGO_TARGET_DIR:-target}/release
+cargo build --release --workspace --bins $GRANTID_FEATURES --locked
+bin=$CARGO_TARGET_DIR/release
 trap 'churn_serve_stop; services_stop' EXIT
 _services_start_postgres
 watch=(--watch-pid "$(churn_pg_pid)")

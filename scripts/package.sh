@@ -11,23 +11,23 @@
 #
 # Every artifact carries LICENSE-MIT and LICENSE-APACHE; release builds have
 # no debug info (the `release` profile of Cargo.toml). Tools are installed
-# once and cached under $GRANTID_TOOLS (default target/tools): cargo-c
-# 0.10.24 (only on a fresh machine; a debug build, see below),
-# a venv with maturin and PyPI's ziglang (the manylinux2014 link), and
-# @napi-rs/cli from bindings-node's lockfile. scripts/test.d/90-install.sh
-# installs the results as a user would.
+# once per machine and cached under $GRANTID_TOOLS (scripts/lib/env.sh,
+# outside target/): cargo-c 0.10.24 (a debug build, see below), a venv with
+# maturin and PyPI's ziglang (the manylinux2014 link); @napi-rs/cli comes
+# from bindings-node's lockfile. scripts/package.d/90-install.sh installs the
+# results as a user would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/env.sh
 root=$PWD
 dist=$(mkdir -p "${GRANTID_DIST:-dist}" && cd "${GRANTID_DIST:-dist}" && pwd)
-tools=${GRANTID_TOOLS:-$root/target/tools}
-# The release builds, each in a target directory of its own under
-# $GRANTID_PACKAGE_TARGET: cargo-c embeds its own cargo, maturin --zig and
-# napi set their own linker and flags, and builds that share a directory
-# with different flags overwrite each other's fingerprints and rebuild
-# everything every time. Apart, each is incremental.
-builds=${GRANTID_PACKAGE_TARGET:-$root/target/package}
+# The release builds, under $GRANTID_PACKAGE_TARGET. The CLI and the Node
+# addon share one directory (the same flags; the workspace-hack crate gives
+# them the same features), so the addon reuses the CLI's build. cargo-c
+# (its own embedded cargo) and maturin --zig (its own linker, which is in
+# every unit's fingerprint) each keep one of their own: sharing would
+# rebuild everything at every switch.
+builds=${GRANTID_PACKAGE_TARGET:-$CARGO_TARGET_DIR/package}
 host=x86_64-unknown-linux-gnu
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 licences=(LICENSE-MIT LICENSE-APACHE)
@@ -37,15 +37,13 @@ find "$dist" -maxdepth 1 -type f \( -name 'grantid*' -o -name SHA256SUMS \) -del
 step() { echo "--- package: $*"; }
 
 # ---- tools (cached) --------------------------------------------------------
-if [ ! -x "$tools/cargo-c/bin/cargo-cinstall" ]; then
-  step "installing cargo-c 0.10.24 into $tools/cargo-c (once)"
-  # A debug build of the tool: it only drives cargo and rustc, which build
-  # the libraries in release as before. On 2 AMD EPYC cores it builds in
-  # 5.5 minutes instead of 13.5, and `cargo cinstall` takes the same time
-  # (3m50s against 3m39s for this workspace).
-  cargo install cargo-c --locked --version =0.10.24 --debug --root "$tools/cargo-c"
-fi
-venv=$tools/package-venv
+# A debug build of cargo-c: it only drives cargo and rustc, which build the
+# libraries in release as before. On 2 AMD EPYC cores it builds in 5.5
+# minutes instead of 13.5, and `cargo cinstall` takes the same time (3m50s
+# against 3m39s for this workspace).
+cargo_tool cargo-c 0.10.24 cargo-cinstall
+cinstall=$TOOL
+venv=$GRANTID_TOOLS/package-venv
 if ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1.16.0$'; then
   step "installing maturin 1.16.0 and ziglang into $venv (once)"
   rm -rf "$venv"
@@ -58,10 +56,10 @@ fi
 
 # ---- the CLI ---------------------------------------------------------------
 step "grantid CLI"
-CARGO_TARGET_DIR=$builds/cli cargo build --locked --release -p grantid-cli --target "$host"
+CARGO_TARGET_DIR=$builds/release cargo build --locked --release -p grantid-cli --target "$host"
 cli=$stage/grantid-cli-$version-x86_64-linux-gnu
 mkdir -p "$cli/completions" "$cli/doc"
-cp "$builds/cli/$host/release/grantid" "$cli/"
+cp "$builds/release/$host/release/grantid" "$cli/"
 cp "${licences[@]}" cli/README.md "$cli/"
 cp docs/CLI.md docs/DESIGN.md "$cli/doc/"
 for shell in bash zsh fish; do "$cli/grantid" completions "$shell" > "$cli/completions/grantid.$shell"; done
@@ -70,7 +68,7 @@ tar -C "$stage" -czf "$dist/$(basename "$cli").tar.gz" "$(basename "$cli")"
 # ---- C: cargo-c installs the libraries, header and pkg-config file ---------
 step "C libraries (cargo cinstall)"
 c=$stage/grantid-c-$version-x86_64-linux-gnu
-PATH="$tools/cargo-c/bin:$PATH" cargo cinstall --locked --release -p grantid-ffi --target "$host" \
+"$cinstall" cinstall --locked --release -p grantid-ffi --target "$host" \
   --target-dir "$builds/cargo-c" --destdir "$stage/c-destdir" --prefix /usr --libdir lib
 mv "$stage/c-destdir/usr" "$c"
 # The profile drops debug info from what rustc links; an archive also holds
@@ -114,7 +112,7 @@ for target in $(node -p "require('./bindings-node/package.json').napi.targets.jo
     echo "skipped Node target $target: no cross linker is set up on this machine"
     continue
   fi
-  (cd bindings-node && "$napi" build --platform --release --target "$target" --target-dir "$builds/node" --output-dir "$main/out" \
+  (cd bindings-node && "$napi" build --platform --release --target "$target" --target-dir "$builds/release" --output-dir "$main/out" \
      --js index.js --dts index.d.ts)
   built+=("$target")
 done

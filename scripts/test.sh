@@ -1,41 +1,109 @@
 #!/usr/bin/env bash
-# Runs every test of the project: the README's test command, and what CI runs.
+# The project's tests, in tiers (README, "Tests"):
 #
-# Each step is a script in scripts/test.d/, run in name order, each in its own
-# subshell with `set -e`; a failing step is reported and the others still run.
-# The exit status is non-zero if any step failed.
+#   ./scripts/test.sh                   the default tier, what every change runs (the README's test command)
+#   ./scripts/test.sh package           release artifacts, built once and installed as a user would
+#   ./scripts/test.sh nightly           the long runs: loom bound 4, torture and churn long, fuzzing
+#                                       60 s per harness, the benchmarks
+#   ./scripts/test.sh default package   several tiers in one run, one summary (what .ci/run runs)
+#   ./scripts/test.sh default 10 40     only the steps whose file name starts with 10 or 40
 #
-#   ./scripts/test.sh              all steps
-#   ./scripts/test.sh 10 30        only steps whose file name starts with 10 or 30
+# A tier is a folder of steps: scripts/test.d/ (default), scripts/package.d/,
+# scripts/nightly.d/. Each step runs in name order in a bash of its own with
+# `set -euo pipefail`; a failing step is reported and the next one runs.
+# Each tier has a time budget (GRANTID_BUDGET_DEFAULT_S, ..._PACKAGE_S,
+# ..._NIGHTLY_S): a step still running when its tier's budget is spent is
+# stopped and reported with its tier, name and time, and the rest of that
+# tier is not started, so that a slow machine fails loudly before CI's limit.
+# At the end: one line per step (time, ok / FAILED / TIMEOUT / not started)
+# and the total. The exit status is non-zero if any step did not pass.
 set -u
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 . scripts/lib/env.sh
-. scripts/lib/services.sh
-# Tests that need a server fail (instead of skipping) when it is missing.
-export GRANTID_REQUIRE_SERVICES=1
-services_start
-trap services_stop EXIT
 
-failed=()
-started=$(date +%s)
-for step in scripts/test.d/*.sh; do
-  name=$(basename "$step" .sh)
-  if [ $# -gt 0 ]; then
-    keep=no
-    for prefix in "$@"; do case "$name" in "$prefix"*) keep=yes ;; esac; done
-    [ "$keep" = yes ] || continue
-  fi
-  echo "=== $name"
-  t0=$(date +%s)
-  ( set -euo pipefail; . "$step" )
-  rc=$?
-  echo "=== $name: $([ $rc -eq 0 ] && echo ok || echo "FAILED ($rc)") in $(( $(date +%s) - t0 ))s"
-  [ $rc -eq 0 ] || failed+=("$name")
+tiers=()
+prefixes=()
+for arg in "$@"; do
+  case "$arg" in
+    default | package | nightly) tiers+=("$arg") ;;
+    *) prefixes+=("$arg") ;;
+  esac
 done
-echo "=== all steps in $(( $(date +%s) - started ))s"
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "FAILED steps: ${failed[*]}"
+[ ${#tiers[@]} -gt 0 ] || tiers=(default)
+
+tier_dir() { case "$1" in default) echo scripts/test.d ;; *) echo "scripts/$1.d" ;; esac; }
+# Measured from a clean clone on 2 cores (README, "Tests"); each budget is
+# about twice that, and default + package stay far under CI's 90 minutes.
+budget_of() {
+  case "$1" in
+    default) echo "${GRANTID_BUDGET_DEFAULT_S:-2400}" ;;
+    package) echo "${GRANTID_BUDGET_PACKAGE_S:-1800}" ;;
+    nightly) echo "${GRANTID_BUDGET_NIGHTLY_S:-10800}" ;;
+  esac
+}
+
+# The servers, for the default tier. Tests that need a server fail (instead
+# of skipping) when it is missing. (The long runs start their own.)
+need_services=no
+for tier in "${tiers[@]}"; do [ "$tier" != default ] || need_services=yes; done
+if [ "$need_services" = yes ]; then
+  . scripts/lib/services.sh
+  export GRANTID_REQUIRE_SERVICES=1
+  services_start
+  trap services_stop EXIT
+fi
+# protoc: every build of the tiers has all features on, `etcd` among them.
+. scripts/lib/protoc.sh
+ensure_protoc || exit 1
+
+summary=()
+failed=0
+started=$(date +%s)
+for tier in "${tiers[@]}"; do
+  budget=$(budget_of "$tier")
+  tier_t0=$(date +%s)
+  spent=no
+  for step in "$(tier_dir "$tier")"/*.sh; do
+    name=$(basename "$step" .sh)
+    if [ ${#prefixes[@]} -gt 0 ]; then
+      keep=no
+      for prefix in "${prefixes[@]}"; do case "$name" in "$prefix"*) keep=yes ;; esac; done
+      [ "$keep" = yes ] || continue
+    fi
+    if [ "$spent" = yes ]; then
+      summary+=("$(printf '%-8s %-18s %6s  %s' "$tier" "$name" - "not started (budget spent)")")
+      failed=1
+      continue
+    fi
+    left=$((budget - ($(date +%s) - tier_t0)))
+    echo "=== $tier/$name (tier budget left: ${left}s)"
+    t0=$(date +%s)
+    # The step's own bash, with the shared helpers (services.sh only
+    # defines functions; the servers' URLs are in the environment).
+    timeout --kill-after=30 "$left" \
+      bash -c 'set -euo pipefail; . scripts/lib/env.sh; . scripts/lib/services.sh; . "$0"' "$step"
+    rc=$?
+    took=$(($(date +%s) - t0))
+    if [ $rc -eq 0 ]; then
+      result=ok
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      result="TIMEOUT: tier $tier spent its ${budget}s budget in step $name, after ${took}s of it"
+      spent=yes
+    else
+      result="FAILED ($rc)"
+    fi
+    echo "=== $tier/$name: $result in ${took}s"
+    summary+=("$(printf '%-8s %-18s %5ss  %s' "$tier" "$name" "$took" "$result")")
+    [ $rc -eq 0 ] || failed=1
+  done
+done
+echo
+echo "=== summary ($(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+printf '%s\n' "${summary[@]}"
+echo "total: $(($(date +%s) - started))s, tiers: ${tiers[*]}"
+if [ $failed -ne 0 ]; then
+  echo "FAILED"
   exit 1
 fi
 echo "all steps passed"

@@ -36,8 +36,8 @@ fi
 if [ "$state_loss" = yes ]; then
   _services_apt redis-server redis-server
 fi
-cargo build --release -p grantid-torture --bins --locked
-harness="${CARGO_TARGET_DIR:-target}/release/torture-harness"
+cargo build --release --workspace --bins $GRANTID_FEATURES --locked
+harness=$CARGO_TARGET_DIR/release/torture-harness
 if [ "$state_loss" = yes ]; then
   exec "$harness" --authority redis \
     --processes 4 --threads 2 --rate 10000 --duration-s 600 \
@@ -47,7 +47,7 @@ fi
 # The forking Python worker joins when the package is installed
 # (./scripts/test.sh 50 makes target/python-venv).
 extra=()
-py=target/python-venv/bin/python
+py=$CARGO_TARGET_DIR/python-venv/bin/python
 if [ -x "$py" ] && "$py" -c 'import grantid' 2>/dev/null; then
   extra=(--python "$py")
 else

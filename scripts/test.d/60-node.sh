@@ -1,17 +1,15 @@
 # Node package (bindings-node): npm ci from the committed lockfile, the napi
-# build, the node --test suite, the index.d.ts / index.js drift check, and
-# tsc --noEmit on a sample using the API.
-#
-# The addon is built with the dev profile into the workspace's target
-# directory, so it reuses what the Rust test step already compiled.
+# build (the dev profile on the workspace's build: only grantid-node is
+# compiled again, scripts/lib/napi-cargo.sh), the node --test suite, the
+# index.d.ts / index.js drift check, and tsc --noEmit on a sample using
+# the API. The release addon is built once, by the package tier.
 cd bindings-node
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "node and npm are required (Node >= 20): install them, e.g. apt-get install -y nodejs npm" >&2
   exit 1
 fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/../target}"
 npm ci --no-audit --no-fund --loglevel=error
-npx napi build --platform
+CARGO="$GRANTID_ROOT/scripts/lib/napi-cargo.sh" npx napi build --platform --features etcd
 # node --test runs every *.test.js / *.test.mjs under __test__/.
 node --test --test-reporter=spec __test__/
 # The committed declarations and loader must match what the build generates.

@@ -16,17 +16,17 @@
 # redis-server; the server binaries and that user are provided by
 # scripts/lib/services.sh.
 # With the Python package installed by step 50 (target/python-venv), a
-# forking Python worker runs beside the Rust ones.
-cargo test -p grantid-torture --locked
-cargo build -p grantid-torture --bins --locked
+# forking Python worker runs beside the Rust ones. The harness is step 10's
+# build (its own tests ran there).
+[ -x "$GRANTID_BUILD/torture-harness" ] || cargo build -q --workspace --bins $GRANTID_FEATURES --locked
 extra=()
-py=target/python-venv/bin/python
+py=$CARGO_TARGET_DIR/python-venv/bin/python
 if [ -x "$py" ] && "$py" -c 'import grantid' 2>/dev/null; then
   extra=(--python "$py")
 else
   echo "torture: no grantid Python package in $py (step 50): the forking Python worker is left out"
 fi
-harness="${CARGO_TARGET_DIR:-target}/debug/torture-harness"
+harness=$GRANTID_BUILD/torture-harness
 "$harness" \
   --processes 4 --threads 2 --rate 25000 --duration-s 50 \
   --fault-interval-ms 3000 --faults kill,stop,postgres,clock \

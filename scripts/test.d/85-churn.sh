@@ -11,8 +11,8 @@
 # workers, live processes or starts. About 90 s on 2 cores.
 . scripts/lib/churn.sh
 [ -n "${GRANTID_TEST_POSTGRES_URL:-}" ] || { echo "churn: no GRANTID_TEST_POSTGRES_URL (scripts/with-services.sh)"; exit 1; }
-cargo build -q -p grantid-churn -p grantid-cli --locked
-bin=${CARGO_TARGET_DIR:-target}/debug
+bin=$GRANTID_BUILD
+[ -x "$bin/grantid-churn" ] || cargo build -q --workspace --bins $GRANTID_FEATURES --locked
 common=(--tick-ms 10 --kill-fraction 0.333 --starters 32 --stoppers 8 --sample-ms 1000)
 
 echo "--- PostgreSQL: 150 live on 256 slots, 24 shared connections, 35 s"

@@ -4,7 +4,7 @@
 # offline, a C program built with `pkg-config --cflags --libs grantid`
 # against the unpacked C tarball, and the CLI from its tarball. Each checks
 # the licence files, the absence of debug info, and a few real calls.
-# Budget: a few minutes (plus cargo-c's one-time build on a fresh machine).
+# Budget: a few minutes (plus the tools' one-time build on a fresh machine).
 need=()
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
@@ -14,7 +14,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-dist=$PWD/target/install-test/dist
+dist=$CARGO_TARGET_DIR/install-test/dist
 GRANTID_DIST=$dist ./scripts/package.sh
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 work=$(mktemp -d /tmp/grantid-install.XXXXXX)

@@ -259,7 +259,7 @@ impl FileAuthority {
         let bytes = locked.read()?;
         let found = bytes.is_some();
         let mut state = decode(&self.path, bytes)?;
-        let side = Sidecar::open(&self.path);
+        let side = Sidecar::open(locked.path());
         let now_ms = self.clock.now_ms();
         let cap = self
             .options

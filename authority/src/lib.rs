@@ -139,7 +139,12 @@ pub fn default_url() -> String {
 /// "State loss"). `None` when no directory for it can be named.
 #[cfg(any(feature = "file", feature = "static"))]
 pub fn sidecar_path(state_file: &std::path::Path) -> Option<std::path::PathBuf> {
-    sidecar::path_of(state_file)
+    // The authorities name it after the canonical path (a state file reached
+    // through a symbolic link is one file, with one sidecar).
+    match lockfile::canonical(state_file) {
+        Ok(path) => sidecar::path_of(&path),
+        Err(_) => sidecar::path_of(state_file),
+    }
 }
 
 /// The namespace check of the generator's builder

@@ -14,6 +14,12 @@
 //! After the lock is taken the path is checked to still name the locked
 //! file: if it was unlinked (a temporary-file cleaner) or replaced, the lock
 //! guards nothing and is taken again on the file the path names now.
+//!
+//! The path is made canonical first ([`canonical`]): a state file reached
+//! through a symbolic link, a linked directory or `..` is one file with one
+//! lock, and the atomic replacement replaces the file the link names, never
+//! the link. A state file with a second hard link is refused: a replacement
+//! would split it into two files, each with a lock of its own.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -48,6 +54,43 @@ impl Drop for Locked {
         drop(self.file.take());
         HELD.get().lock().remove(&self.lock_path);
     }
+}
+
+/// Links followed before a path is refused as a loop (Linux's MAXSYMLINKS).
+const MAX_LINKS: usize = 40;
+
+/// `path` with its directory resolved (`realpath`: symbolic links, `.` and
+/// `..`) and its last component followed while it is a symbolic link, even
+/// one to a file that does not exist yet. The directory must exist.
+pub(crate) fn canonical(path: &Path) -> io::Result<PathBuf> {
+    let mut path = path.to_owned();
+    for _ in 0..MAX_LINKS {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::new(
+                ErrorKind::InvalidInput,
+                "names no file (it ends in `/`, `.` or `..`)",
+            ));
+        };
+        let dir = fs::canonicalize(if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        })?;
+        let full = dir.join(name);
+        match fs::symlink_metadata(&full) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = fs::read_link(&full)?;
+                path = dir.join(target);
+            }
+            Ok(_) => return Ok(full),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(full),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        ErrorKind::InvalidInput,
+        format!("more than {MAX_LINKS} symbolic links"),
+    ))
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -102,6 +145,8 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
         fs::create_dir_all(dir)
             .map_err(|e| unavailable("cannot create the directory of", path, e))?;
     }
+    let named = path;
+    let path = &canonical(named).map_err(|e| unavailable("cannot resolve", named, e))?;
     let lp = lock_path(path);
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_micros(200);
@@ -146,11 +191,22 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
         }
         match still_named(&file, &lp) {
             Ok(true) => {
-                return Ok(Locked {
+                let locked = Locked {
                     file: Some(file),
                     lock_path: lp,
                     path: path.to_owned(),
-                });
+                };
+                return match fs::metadata(path) {
+                    Ok(m) if m.nlink() > 1 => Err(GrantError::Refused(format!(
+                        "state file {} has {} hard links: each name would get a lock of its \
+                         own and the first write would split them into two files (duplicate \
+                         IDs); remove the other links, or point every process at this one \
+                         (a symbolic link is followed)",
+                        path.display(),
+                        m.nlink()
+                    ))),
+                    _ => Ok(locked),
+                };
             }
             // Unlinked or replaced while we waited: lock what the path names now.
             Ok(false) => continue,
@@ -160,6 +216,11 @@ pub(crate) fn lock(path: &Path, timeout: Duration) -> Result<Locked, GrantError>
 }
 
 impl Locked {
+    /// The state file's canonical path ([`canonical`]).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The state file's bytes, or `None` when it does not exist yet.
     pub(crate) fn read(&self) -> Result<Option<Vec<u8>>, GrantError> {
         match File::open(&self.path) {

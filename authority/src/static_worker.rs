@@ -249,7 +249,7 @@ impl StaticAuthority {
     fn grant_from_file(&self, path: &Path, request: &GrantRequest) -> Result<Grant, GrantError> {
         let locked = lockfile::lock(path, self.options.timeout)?;
         let (mut marks, found) = self.read_marks(&locked)?;
-        let side = Sidecar::open(path);
+        let side = Sidecar::open(locked.path());
         let now_ms = self.clock.now_ms();
         // Static grants have no bounded lead: the sidecar's end is the cap.
         let (store, changed) = side.check(found.then_some(&marks.store), now_ms, None);
@@ -346,7 +346,7 @@ impl Authority for StaticAuthority {
         };
         let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
         let (mut marks, _) = self.read_marks(&locked).map_err(unavailable)?;
-        let side = Sidecar::open(path);
+        let side = Sidecar::open(locked.path());
         let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), &self.options)
             .max(side.latest_end_ms());
         marks.store.quarantine_until_ms = until;

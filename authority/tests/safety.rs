@@ -347,3 +347,78 @@ fn postgres_connects_with_a_timeout_under_one_second() {
         assert!(r.is_ok(), "timeout_ms={ms}: {r:?}");
     }
 }
+
+/// Two processes' URLs for one state file: `file:` through a symbolic link
+/// (and through a linked directory), and `file:` on the real path. Each
+/// request takes a free worker: the second must see the first's, and the
+/// link must still be a link after the writes (a replacement through the
+/// link's name used to replace the link with a file of its own).
+fn one_state_file_through(link: &std::path::Path, real: &std::path::Path, what: &str) {
+    let ns = namespace("symlink");
+    let a = from_url(&format!("file:{}", link.display())).unwrap();
+    let b = from_url(&format!("file:{}", real.display())).unwrap();
+    let first = a
+        .acquire(&request(&ns, 1, 1, None, 0, 1_000, small_layout()))
+        .unwrap();
+    let second = b
+        .acquire(&request(&ns, 2, 1, None, 0, 1_000, small_layout()))
+        .unwrap();
+    assert_ne!(
+        first.worker, second.worker,
+        "{what}: the same worker was granted to two processes for one interval \
+         ({first:?}, {second:?})"
+    );
+    let third = a
+        .acquire(&request(&ns, 3, 1, None, 0, 1_000, small_layout()))
+        .unwrap();
+    assert!(
+        third.worker != first.worker && third.worker != second.worker,
+        "{what}: {third:?} repeats a worker of {first:?} or {second:?}"
+    );
+}
+
+#[test]
+fn a_state_file_through_a_symlink_is_one_authority() {
+    let dir = temp_path("symlink-dir").with_extension("");
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = dir.join("state.json");
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink("state.json", &link).unwrap();
+    one_state_file_through(&link, &real, "a symbolic link to the file");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the write replaced the symbolic link with a file"
+    );
+    // A linked directory, and `..` in the path.
+    let linked_dir = dir.with_extension("linked");
+    std::os::unix::fs::symlink(&dir, &linked_dir).unwrap();
+    let other = dir.join("other.json");
+    let dotted = linked_dir
+        .join("..")
+        .join(linked_dir.file_name().unwrap())
+        .join("other.json");
+    one_state_file_through(&dotted, &other, "a linked directory and `..`");
+    let _ = std::fs::remove_file(&linked_dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_state_file_with_a_second_hard_link_is_refused() {
+    let dir = temp_path("hardlink-dir").with_extension("");
+    std::fs::create_dir_all(&dir).unwrap();
+    let real = dir.join("state.json");
+    let ns = namespace("hardlink");
+    let a = from_url(&format!("file:{}", real.display())).unwrap();
+    a.acquire(&request(&ns, 1, 1, None, 0, 1_000, small_layout()))
+        .unwrap();
+    std::fs::hard_link(&real, dir.join("copy.json")).unwrap();
+    let b = from_url(&format!("file:{}", dir.join("copy.json").display())).unwrap();
+    match b.acquire(&request(&ns, 2, 1, None, 0, 1_000, small_layout())) {
+        Err(GrantError::Refused(why)) => assert!(why.contains("hard links"), "{why}"),
+        other => panic!("a hard-linked state file was not refused: {other:?}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -120,7 +120,7 @@ pub use static_worker::StaticAuthority;
 pub use status::WorkerStatus;
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
-    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Target, default_file_path,
+    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Scope, Target, default_file_path,
     parse as parse_url, trailing_ordinal,
 };
 

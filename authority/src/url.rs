@@ -52,6 +52,36 @@ pub enum Target {
     Etcd(Vec<String>),
 }
 
+/// Which processes can share the authority a URL names: what it remembers
+/// lives where it keeps its high-water marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Only the process that opened it: `static:N` without a state file
+    /// keeps its high-water mark in that process's memory, lost when the
+    /// process ends.
+    Process,
+    /// The processes of one host: `file:` and `static:N?state=PATH` keep
+    /// theirs in a file of that host.
+    Host,
+    /// Every process that reaches the store, on any host.
+    Fleet,
+}
+
+impl Target {
+    /// Which processes can share this authority.
+    pub fn scope(&self) -> Scope {
+        match self {
+            Target::Static { state: None, .. } => Scope::Process,
+            Target::File(_) | Target::Static { state: Some(_), .. } => Scope::Host,
+            Target::Postgres(_)
+            | Target::Redis(_)
+            | Target::Grpc(_)
+            | Target::Mysql(_)
+            | Target::Etcd(_) => Scope::Fleet,
+        }
+    }
+}
+
 /// Options common to every backend, from the URL's query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {

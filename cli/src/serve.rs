@@ -15,9 +15,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = grantid_server::DEFAULT_LISTEN)]
     pub listen: String,
     /// The server's authority URL, for its own worker and for the grants
-    /// it hands out (default: the file authority, as for `grantid next`).
+    /// it hands out. Required: a service's replicas must name one shared
+    /// authority (postgres://, redis://, mysql://, etcd://); `file:` serves
+    /// one host.
     #[arg(long, short = 'a', env = "GRANTID_AUTHORITY")]
-    pub authority: Option<String>,
+    pub authority: String,
     /// Authority sessions (connections) the grants handed out over
     /// GrantService are forwarded on, besides the server's own; `file:`
     /// and `static:` use one.
@@ -59,13 +61,8 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
     // Log lines on stderr: GRANTID_LOG=debug for more, =warn for less.
     let _ = env_logger::Builder::from_env(env_logger::Env::new().filter_or("GRANTID_LOG", "info"))
         .try_init();
-    let mut config = grantid_server::Config::new(
-        address("listen", &a.listen)?,
-        a.authority
-            .as_deref()
-            .unwrap_or(grantid_authority::DEFAULT_URL),
-        &a.namespace,
-    );
+    let mut config =
+        grantid_server::Config::new(address("listen", &a.listen)?, &a.authority, &a.namespace);
     config.layout = a.layout.layout()?;
     config.authority_sessions = a.authority_sessions;
     config.metrics = a

@@ -851,6 +851,8 @@ fn authority_sessions_out_of_range_are_refused() {
                 "serve",
                 "--listen",
                 "127.0.0.1:0",
+                "--authority",
+                "static:1",
                 "--authority-sessions",
                 n,
             ])
@@ -966,4 +968,61 @@ fn calls_dropped_before_their_answer_are_counted_cancelled() {
     let sample = r#"grantid_requests_total{method="Acquire",code="CANCELLED"}"#;
     let cancelled = scraped(metrics_port, sample);
     assert!(cancelled >= Some(1.0), "{sample}: {cancelled:?}");
+}
+
+/// A network service names its authority: two replicas that each took a
+/// host-local default would both hold worker 0 (issue 27, path 2).
+#[test]
+fn serve_without_an_authority_is_refused() {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("GRANTID_AUTHORITY")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            kill_9(&mut child);
+            panic!("grantid serve started without --authority");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("--authority"), "{err}");
+}
+
+/// `static:N` without a state file remembers its high-water mark in the
+/// server process only: a restarted server would grant again what a
+/// grpc:// client still holds (issue 27, path 3). Its GrantService refuses,
+/// and the client's start fails at once, saying why; the server's own IDs
+/// are still served.
+#[test]
+fn grants_of_a_static_authority_without_state_are_refused() {
+    let port = free_port();
+    let mut srv = server_on(port, "static:3");
+    let out = Command::new(BIN)
+        .args([
+            "next",
+            "-n",
+            "1",
+            "--authority",
+            &format!("grpc://127.0.0.1:{port}"),
+        ])
+        .args(["--namespace", "static-behind-serve", "--timeout-ms", "5000"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a grpc:// client was granted from static:3: {err}"
+    );
+    assert!(err.contains("without a state file"), "{err}");
+    kill_9(&mut srv);
 }

@@ -25,6 +25,9 @@ use crate::telemetry::{MethodMetrics, grant_answer};
 /// The GrantService of one server.
 pub struct GrantForwarder {
     sessions: Arc<Sessions>,
+    /// Why every grant is refused (the authority's memory is this server
+    /// process: `static:N` without a state file), if it is.
+    refused: Option<String>,
     acquire: MethodMetrics,
     release: MethodMetrics,
     status: MethodMetrics,
@@ -38,9 +41,10 @@ impl std::fmt::Debug for GrantForwarder {
 }
 
 impl GrantForwarder {
-    pub(crate) fn new(sessions: Arc<Sessions>) -> GrantForwarder {
+    pub(crate) fn new(sessions: Arc<Sessions>, refused: Option<String>) -> GrantForwarder {
         GrantForwarder {
             sessions,
+            refused,
             acquire: MethodMetrics::new("Acquire"),
             release: MethodMetrics::new("Release"),
             status: MethodMetrics::new("Status"),
@@ -84,6 +88,12 @@ impl GrantForwarder {
             .as_ref()
             .ok_or_else(|| invalid("request is missing"))?;
         let request = grant_request_from_proto(request).map_err(|e| status_of(&e))?;
+        if let Some(why) = &self.refused {
+            grant_answer("refused");
+            return Ok(AcquireResponse {
+                answer: Some(Answer::Refused(why.clone())),
+            });
+        }
         let class = match request.worker {
             Some(_) => Class::Renewal,
             None => Class::New,

@@ -188,6 +188,37 @@ pub fn serve(config: Config) -> Result<(), Error> {
     result
 }
 
+/// Why GrantService must refuse every grant of the server's authority
+/// `url`, if it must: other processes may share an authority only as far as
+/// what it remembers reaches (docs/SERVICE.md, "Deployment"). A host's
+/// authority is served, with a warning that it is one host's.
+fn grant_refusal(url: &str) -> Result<Option<String>, Error> {
+    use grantid_authority::Scope;
+    let redacted = grantid_authority::parse_url(url).map(|u| u.target)?;
+    match redacted.scope() {
+        Scope::Process => {
+            let why = "the server's authority is static:N without a state file: its high-water \
+                       mark lives in this server process, and a restarted server would grant \
+                       again what a grpc:// client still holds; give it a state file \
+                       (static:N?state=/var/lib/grantid/static.json) or serve a shared authority \
+                       (postgres://, redis://, mysql://, etcd://)"
+                .to_owned();
+            log::warn!(target: "grantid_server", "event=grants_refused reason={why:?}");
+            Ok(Some(why))
+        }
+        Scope::Host => {
+            log::warn!(
+                target: "grantid_server",
+                "event=host_authority note=\"the authority is one host's file: every grpc:// \
+                 client shares it through this server; a replica on another host must not \
+                 serve a file of its own (docs/SERVICE.md, Deployment)\""
+            );
+            Ok(None)
+        }
+        Scope::Fleet => Ok(None),
+    }
+}
+
 /// Resolves on the first SIGTERM or SIGINT.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
@@ -233,6 +264,7 @@ pub async fn run(
             .into_iter()
             .map(Arc::from)
             .collect();
+    let grants_refused = grant_refusal(&config.authority)?;
     let authority = if opened.len() > 1 {
         opened.remove(0)
     } else {
@@ -327,6 +359,7 @@ pub async fn run(
         )))
         .add_service(GrantServiceServer::new(grants::GrantForwarder::new(
             sessions,
+            grants_refused,
         )));
     log::info!(
         target: "grantid_server",

@@ -358,7 +358,7 @@ class EdgeTest(unittest.TestCase):
             self.assertNotIn(proc.returncode, (0, None))
             self.assertIn("cannot listen", proc.stderr)
             self.assertIn("INVALID_ARGUMENT", proc.stderr)
-            bad = subprocess.run([BIN, "serve", "--listen", "localhost"],
+            bad = subprocess.run([BIN, "serve", "--listen", "localhost", "--authority", "static:1"],
                                  capture_output=True, text=True, timeout=30)
             self.assertNotIn(bad.returncode, (0, None))
             self.assertIn("--listen", bad.stderr)

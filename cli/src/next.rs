@@ -103,13 +103,20 @@ fn transient(kind: ErrorKind) -> bool {
 /// `generator.fill(ids)`, retrying transient failures until `timeout` has
 /// passed since the first one. A failed attempt hands out nothing (IDs it
 /// reserved are dropped, never reissued), so a retry cannot repeat an ID.
+/// A lost lease is transient too: the generator stops issuing from the
+/// lost worker at once and acquires another (after a store's state loss,
+/// once its quarantine has passed), as a library caller retrying `next_id`
+/// sees; the loss is logged at warn.
 fn fill_waiting(generator: &Generator, ids: &mut [u64], timeout: Duration) -> Result<(), Failure> {
     let mut since: Option<Instant> = None;
     let mut pause = Duration::from_millis(1);
     loop {
         match generator.fill(ids) {
             Ok(()) => return Ok(()),
-            Err(e) if transient(e.kind()) => {
+            Err(e) if transient(e.kind()) || e.kind() == ErrorKind::LeaseLost => {
+                if e.kind() == ErrorKind::LeaseLost {
+                    log::warn!(target: "grantid_cli", "event=lease_lost reason={}", e.message());
+                }
                 let first = *since.get_or_insert_with(Instant::now);
                 let waited = first.elapsed();
                 if waited >= timeout {

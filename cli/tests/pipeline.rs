@@ -260,3 +260,37 @@ fn verbose_prints_the_cores_events_to_stderr() {
     assert!(err.contains("event=closed"), "{err}");
     assert_eq!(String::from_utf8(loud.stdout).unwrap().lines().count(), 1);
 }
+
+/// A store that loses its state under a running stream (here the state
+/// file deleted): the stream's lease is lost, the generator takes another
+/// worker once the loss is waited out, and `next` goes on instead of
+/// exiting `LEASE_LOST`; every ID is printed once and none repeats.
+#[test]
+fn a_lost_lease_under_a_stream_is_waited_out() {
+    let dir = std::env::temp_dir().join(format!("grantid-cli-lost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let url = format!("file:{}", state.display());
+    // 16 IDs per 1 ms tick: 40,000 IDs take at least 2.5 s.
+    let mut child = bin()
+        .args(["next", "-n", "40000", "-a", &url, "--sequence-bits", "4"])
+        .args(["--grant-duration-ms", "100", "--horizon-ms", "200"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ids = Vec::new();
+    for line in lines.by_ref().take(2_000) {
+        ids.push(line.unwrap());
+    }
+    std::fs::remove_file(&state).unwrap();
+    ids.extend(lines.map(Result::unwrap));
+    let status = child.wait().unwrap();
+    let err = stderr_of(&mut child);
+    assert!(status.success(), "{status}: {err}");
+    assert_eq!(ids.len(), 40_000, "{err}");
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "an ID repeated");
+    let _ = std::fs::remove_dir_all(&dir);
+}

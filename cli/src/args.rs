@@ -1,41 +1,9 @@
-//! Command-line arguments: the top-level command and the options every
-//! subcommand shares. Each subcommand's own arguments live in its module.
+//! The options several subcommands share (the layout, the grants). Each
+//! subcommand's own arguments live in its module; the top-level command in
+//! main.rs.
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use grantid::{DEFAULT_EPOCH_MS, Error, Layout};
-
-use crate::{authority, completions, decode, next};
-
-/// Unique, roughly time-sorted 63-bit IDs inside durable timestamp grants.
-#[derive(Debug, Parser)]
-#[command(name = "grantid", version, about, after_long_help = crate::exit::HELP)]
-pub struct Cli {
-    /// Print the core's events (grants, renewal trouble, lost leases) to
-    /// standard error; -vv adds trace records.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    pub verbose: u8,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Issues IDs from a generator backed by an authority.
-    Next(next::NextArgs),
-    /// Shows the fields of IDs (decimal or 0x-prefixed hex; `-` reads them
-    /// from standard input, one per line).
-    Decode(decode::DecodeArgs),
-    /// Sets up or inspects an authority.
-    #[command(subcommand)]
-    Authority(authority::AuthorityCommand),
-    /// Public IDs: a keyed, reversible permutation of IDs for URLs and APIs.
-    #[command(subcommand)]
-    Public(crate::public::PublicCommand),
-    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(completions::CompletionsArgs),
-    /// Serves IDs and grants over gRPC until SIGTERM/SIGINT (docs/SERVICE.md).
-    Serve(crate::serve::ServeArgs),
-}
 
 /// The layout (default: 41/10/12 bits, 1 ms ticks, epoch 2026-01-01).
 #[derive(Debug, Args)]

@@ -3,10 +3,9 @@
 
 use std::io::Write;
 
-use clap::{Args, CommandFactory};
+use clap::Args;
 use clap_complete::Shell;
 
-use crate::args::Cli;
 use crate::exit::Failure;
 use crate::output;
 
@@ -16,11 +15,12 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-pub fn run(a: CompletionsArgs) -> Result<(), Failure> {
+/// The script for `command`, the whole command line's definition.
+pub fn run(a: CompletionsArgs, mut command: clap::Command) -> Result<(), Failure> {
     // clap_complete panics when its writer fails; render into memory and
     // write here, so a closed pipe ends quietly like every other command.
     let mut script = Vec::new();
-    clap_complete::generate(a.shell, &mut Cli::command(), "grantid", &mut script);
+    clap_complete::generate(a.shell, &mut command, "grantid", &mut script);
     let mut out = output::stdout();
     out.write_all(&script)?;
     out.flush()?;

@@ -19,9 +19,38 @@ mod verbose;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser, Subcommand};
 
-use args::{Cli, Command};
+/// Unique, roughly time-sorted 63-bit IDs inside durable timestamp grants.
+#[derive(Debug, Parser)]
+#[command(name = "grantid", version, about, after_long_help = exit::HELP)]
+struct Cli {
+    /// Print the core's events (grants, renewal trouble, lost leases) to
+    /// standard error; -vv adds trace records.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Issues IDs from a generator backed by an authority.
+    Next(next::NextArgs),
+    /// Shows the fields of IDs (decimal or 0x-prefixed hex; `-` reads them
+    /// from standard input, one per line).
+    Decode(decode::DecodeArgs),
+    /// Sets up or inspects an authority.
+    #[command(subcommand)]
+    Authority(authority::AuthorityCommand),
+    /// Public IDs: a keyed, reversible permutation of IDs for URLs and APIs.
+    #[command(subcommand)]
+    Public(public::PublicCommand),
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Serves IDs and grants over gRPC until SIGTERM/SIGINT (docs/SERVICE.md).
+    Serve(serve::ServeArgs),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -30,7 +59,7 @@ fn main() -> ExitCode {
         Command::Next(a) => next::run(a),
         Command::Decode(a) => decode::run(a),
         Command::Authority(a) => authority::run(a),
-        Command::Completions(a) => completions::run(a),
+        Command::Completions(a) => completions::run(a, Cli::command()),
         Command::Public(c) => public::run(c).map_err(exit::Failure::from),
         Command::Serve(a) => serve::serve(a).map_err(exit::Failure::from),
     };

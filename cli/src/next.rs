@@ -29,8 +29,8 @@ pub struct NextArgs {
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Dec)]
     pub format: Format,
     /// Longest wait, in ms, for the first grant and for any later stall
-    /// (authority unavailable, sequence used up, clock stepped back) before
-    /// the command fails.
+    /// (authority unavailable, sequence used up, clock stepped back, a lost
+    /// lease waiting for a new worker) before the command fails.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
     /// The datacenter this process runs in (needs --datacenter-bits): a

@@ -52,3 +52,11 @@ if not found:
     sys.exit("no test or bench target named " + sys.argv[2] + " in " + sys.argv[1])
 print(found[0])' "$list" "$1"
 }
+
+# npm_ci DIR: `npm ci` in DIR unless its node_modules was installed from
+# the lockfile it has now (npm ci always deletes node_modules first).
+npm_ci() {
+  local stamp=$1/node_modules/.grantid-package-lock.json
+  cmp -s "$1/package-lock.json" "$stamp" 2>/dev/null && return 0
+  (cd "$1" && npm ci --no-audit --no-fund --loglevel=error) && cp "$1/package-lock.json" "$stamp"
+}

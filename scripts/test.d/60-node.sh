@@ -8,7 +8,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "node and npm are required (Node >= 20): install them, e.g. apt-get install -y nodejs npm" >&2
   exit 1
 fi
-npm ci --no-audit --no-fund --loglevel=error
+npm_ci .
 CARGO="$GRANTID_ROOT/scripts/lib/napi-cargo.sh" npx napi build --platform --features etcd
 # node --test runs every *.test.js / *.test.mjs under __test__/.
 node --test --test-reporter=spec __test__/

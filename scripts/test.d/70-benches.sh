@@ -48,7 +48,7 @@ fi
 echo "--- Node: bindings-node/bench/bench.js, one short round, 20,000-ID duplicate loops"
 addon=bindings-node/grantid.linux-x64-gnu.node
 [ -f "$addon" ] || (. scripts/test.d/60-node.sh >/dev/null)
-(cd bindings-node/bench && npm ci --no-audit --no-fund --loglevel=error)
+npm_ci bindings-node/bench
 (cd bindings-node/bench && GRANTID_NODE_ADDON="$root/$addon" BENCH_ROUNDS=1 BENCH_ROUND_MS=5 \
   BENCH_DUP_IDS=20000 node bench.js) | tee "$scratch/node.txt"
 (cd bindings-node/bench && GRANTID_NODE_ADDON="$root/$addon" BENCH_ROUNDS=1 BENCH_ROUND_MS=5 \

@@ -194,8 +194,7 @@ pub fn serve(config: Config) -> Result<(), Error> {
 /// authority is served, with a warning that it is one host's.
 fn grant_refusal(url: &str) -> Result<Option<String>, Error> {
     use grantid_authority::Scope;
-    let redacted = grantid_authority::parse_url(url).map(|u| u.target)?;
-    match redacted.scope() {
+    match grantid_authority::parse_url(url)?.target.scope() {
         Scope::Process => {
             let why = "the server's authority is static:N without a state file: its high-water \
                        mark lives in this server process, and a restarted server would grant \

@@ -965,8 +965,15 @@ fn calls_dropped_before_their_answer_are_counted_cancelled() {
     lock.release();
     assert!(stuck.join().unwrap().is_ok());
     assert!(gave_up.is_err(), "{gave_up:?}");
+    // The server counts the call when it drops it, which follows the
+    // client's reset of the stream by a moment: wait for it, boundedly.
     let sample = r#"grantid_requests_total{method="Acquire",code="CANCELLED"}"#;
-    let cancelled = scraped(metrics_port, sample);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut cancelled = scraped(metrics_port, sample);
+    while cancelled < Some(1.0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        cancelled = scraped(metrics_port, sample);
+    }
     assert!(cancelled >= Some(1.0), "{sample}: {cancelled:?}");
 }
 

@@ -6,6 +6,8 @@
 -- KEYS[1] = "grantid:{<namespace>}": the prefix of every key of the
 -- namespace (one hash slot, thanks to the braces):
 --   <p>:layout      hash  timestamp_bits worker_bits sequence_bits epoch_ms tick_ms next_unused
+--                         split_bits (absent: 0) max_lead_ms clock_skew_ms (the largest
+--                         every caller used on the namespace, raised, never lowered)
 --   <p>:w:<worker>  hash  holder lease_expiry high_water fencing   (one per worker ever used)
 --   <p>:held        zset  worker -> lease_expiry, workers with a holder
 --   <p>:free        zset  worker -> release tick, released workers
@@ -40,7 +42,13 @@
 -- anything is granted, and no grant ends more than max_lead after the
 -- server's clock, so every interval granted before a loss has ended when the
 -- quarantine does; a renewal (a worker asked for) during a quarantine is
--- {"lost", message}. (ARGV[15] is unused.)
+-- {"lost", message}. (ARGV[15] is unused.) A quarantine records when it
+-- started (q_since); a namespace used with a longer lead or skew than the
+-- caller that started it waits until q_since + its recorded ones. ARGV[18]
+-- (optional, default 0) is the layout's datacenter split, registered with
+-- the layout. A renewal whose not_before lies beyond the worker's
+-- high-water proves that the store forgot a grant (grantid::forgotten_grant):
+-- {"lost", message}, and a quarantine until that grant has ended.
 -- ARGV[1] = "fence": 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms: a new
 --   quarantine from now (the operator's command after a restore)
 -- ARGV[1] = "new_deployment": 3 now_ms: creates the store hash without a
@@ -81,8 +89,10 @@ local function quarantine(sk, run_id, ms, lead, skew, reason)
   local old = tonumber(redis.call('HGET', sk, 'quarantine_until') or '0')
   if old > q then q = old end
   redis.call('HINCRBY', sk, 'epoch', 1)
+  local since = tonumber(redis.call('HGET', sk, 'q_since') or '0')
+  if since < ms then since = ms end
   redis.call('HSET', sk, 'run_id', run_id, 'quarantine_until', fmt(q), 'reason', reason,
-             'since_ms', fmt(ms))
+             'since_ms', fmt(ms), 'q_since', fmt(since))
   return q
 end
 
@@ -126,6 +136,10 @@ local tb, wb, sb = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local epoch, tick = tonumber(ARGV[10]), tonumber(ARGV[11])
 local grace, log_max = tonumber(ARGV[12]), tonumber(ARGV[14])
 local limit, count = 2 ^ tb, 2 ^ wb
+local split = ARGV[18] or ''
+if split == '' then split = '0' end
+local max_lead = tonumber(ARGV[16] or '') or 7000
+local skew = tonumber(ARGV[17] or '') or 1000
 
 -- A retry gets the recorded grant.
 local ans = p .. ':inc:' .. inc
@@ -137,17 +151,31 @@ end
 -- The namespace, registered with its layout on first use.
 local lk = p .. ':layout'
 local lay = redis.call('HMGET', lk, 'timestamp_bits', 'worker_bits', 'sequence_bits',
-                       'epoch_ms', 'tick_ms', 'next_unused')
+                       'epoch_ms', 'tick_ms', 'next_unused', 'split_bits', 'max_lead_ms',
+                       'clock_skew_ms')
 if not lay[1] then
   redis.call('HSET', lk, 'timestamp_bits', ARGV[7], 'worker_bits', ARGV[8],
              'sequence_bits', ARGV[9], 'epoch_ms', ARGV[10], 'tick_ms', ARGV[11],
-             'next_unused', '0')
-  lay = {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], '0'}
-elseif lay[1] ~= ARGV[7] or lay[2] ~= ARGV[8] or lay[3] ~= ARGV[9]
-    or lay[4] ~= ARGV[10] or lay[5] ~= ARGV[11] then
+             'next_unused', '0', 'split_bits', split)
+  lay = {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], '0', split}
+end
+lay[7] = lay[7] or '0'
+if lay[1] ~= ARGV[7] or lay[2] ~= ARGV[8] or lay[3] ~= ARGV[9]
+    or lay[4] ~= ARGV[10] or lay[5] ~= ARGV[11] or lay[7] ~= split then
   return {'refused', string.format(
-    'namespace is registered with another layout (%s/%s/%s bits, epoch %s ms, tick %s ms)',
-    lay[1], lay[2], lay[3], lay[4], lay[5])}
+    'namespace is registered with another layout (%s/%s/%s bits, epoch %s ms, tick %s ms, ' ..
+    'datacenter split %s bits)', lay[1], lay[2], lay[3], lay[4], lay[5], lay[7])}
+end
+-- The longest lead and skew any caller used on the namespace, raised before
+-- this caller's grant can exist.
+local ns_lead, ns_skew = tonumber(lay[8] or '0'), tonumber(lay[9] or '0')
+if ns_lead < max_lead then
+  ns_lead = max_lead
+  redis.call('HSET', lk, 'max_lead_ms', fmt(ns_lead))
+end
+if ns_skew < skew then
+  ns_skew = skew
+  redis.call('HSET', lk, 'clock_skew_ms', fmt(ns_skew))
 end
 
 -- Authority time: the server's clock, in ticks of the layout.
@@ -157,8 +185,6 @@ local now = ticks(ms, epoch, tick)
 -- State loss: nothing is granted from a store that may have lost grants
 -- until every interval granted before the loss has ended.
 local sk, run_id = KEYS[2] or 'grantid:store', server_run_id()
-local max_lead = tonumber(ARGV[16] or '') or 7000
-local skew = tonumber(ARGV[17] or '') or 1000
 local st = redis.call('HMGET', sk, 'run_id', 'quarantine_until', 'reason')
 local q = tonumber(st[2] or '0')
 if not st[1] then
@@ -168,6 +194,8 @@ elseif st[1] ~= run_id then
   q = quarantine(sk, run_id, ms, max_lead, skew, string.format(
     'the server\'s run_id changed from %s to %s (a restart or a failover)', st[1], run_id))
 end
+local since = tonumber(redis.call('HGET', sk, 'q_since') or '0')
+if since > 0 and since + ns_lead + ns_skew > q then q = since + ns_lead + ns_skew end
 if ms < q then
   local why = redis.call('HGET', sk, 'reason')
   local gate = string.format('quarantine: %s; no grant before Unix ms %s (%s ms from now), ' ..
@@ -190,10 +218,25 @@ if want ~= '' then
   if not w or w >= count then
     return {'refused', string.format('worker %s is outside the namespace\'s %s workers', want, fmt(count))}
   end
-  local rec = redis.call('HMGET', p .. ':w:' .. ws_, 'holder', 'lease_expiry')
+  local rec = redis.call('HMGET', p .. ':w:' .. ws_, 'holder', 'lease_expiry', 'high_water')
   if rec[1] and rec[1] ~= inc and tonumber(rec[2]) > now then
     return {'lost', string.format('worker %s is held by incarnation %s until tick %s',
                                   ws_, rec[1], rec[2])}
+  end
+  -- The forgotten-grant check: the holder's grants end beyond the worker's
+  -- high-water, so the store lost a grant it made (a stale snapshot, a
+  -- restore its run_id does not show). The quarantine lasts until they have
+  -- ended too.
+  local whw = tonumber(rec[3] or '0')
+  if not_before > whw then
+    local why = string.format('worker %s: its holder holds grants until tick %s, beyond the ' ..
+      'store\'s high-water (tick %s): the store forgot a grant it made (restored from a ' ..
+      'backup or a snapshot?); stop issuing from them and acquire again', ws_,
+      fmt(not_before), fmt(whw))
+    local lead = epoch + not_before * tick - ms
+    if lead < ns_lead then lead = ns_lead end
+    quarantine(sk, run_id, ms, lead, ns_skew, why)
+    return {'lost', why}
   end
 else
   -- Never-used workers first.

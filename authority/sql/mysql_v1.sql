@@ -1,4 +1,7 @@
--- grantid MySQL / MariaDB authority, schema version 1: the allocation rule
+-- grantid MySQL / MariaDB authority, schema version 2 (version 1 plus: each
+-- namespace records its datacenter split and the largest max_lead_ms and
+-- clock_skew_ms it was used with; a renewal beyond the worker's high-water
+-- starts a quarantine): the allocation rule
 -- of docs/DESIGN.md section 2, the same as grantid.acquire in v1.sql
 -- (PostgreSQL) and authority/lua/v1.lua (Redis), as stored procedures on
 -- InnoDB tables of the URL's database (prefix grantid_).
@@ -85,7 +88,33 @@ CREATE TABLE IF NOT EXISTS grantid_store (
 ) ENGINE=InnoDB;
 
 DELIMITER //
-
+-- Adds a column unless the table has it (MySQL 8 has no ADD COLUMN IF NOT
+-- EXISTS).
+DROP PROCEDURE IF EXISTS grantid_add_column //
+CREATE PROCEDURE grantid_add_column(IN p_table VARCHAR(64), IN p_column VARCHAR(64),
+                                    IN p_definition VARCHAR(255))
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                    WHERE table_schema = DATABASE() AND table_name = p_table
+                      AND column_name = p_column) THEN
+        SET @grantid_ddl = CONCAT('ALTER TABLE ', p_table, ' ADD COLUMN ', p_column, ' ',
+                                  p_definition);
+        PREPARE grantid_s FROM @grantid_ddl;
+        EXECUTE grantid_s;
+        DEALLOCATE PREPARE grantid_s;
+    END IF;
+END //
+-- Version 2. split_bits: the datacenter bits of the split whose one
+-- datacenter's workers the namespace numbers (worker_bits is then the
+-- per-datacenter width); 0 for whole worker values. max_lead_ms and
+-- clock_skew_ms: the largest every caller used on the namespace, raised by
+-- each grant, never lowered. quarantine_since_ms: when the latest
+-- quarantine started; a namespace waits at least its recorded lead and
+-- skew from it.
+CALL grantid_add_column('grantid_namespaces', 'split_bits', 'INT NOT NULL DEFAULT 0') //
+CALL grantid_add_column('grantid_namespaces', 'max_lead_ms', 'BIGINT NOT NULL DEFAULT 0') //
+CALL grantid_add_column('grantid_namespaces', 'clock_skew_ms', 'BIGINT NOT NULL DEFAULT 0') //
+CALL grantid_add_column('grantid_store', 'quarantine_since_ms', 'BIGINT NOT NULL DEFAULT 0') //
 DROP FUNCTION IF EXISTS grantid_now_ms //
 CREATE FUNCTION grantid_now_ms() RETURNS BIGINT NOT DETERMINISTIC NO SQL
     RETURN TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 //
@@ -109,28 +138,34 @@ BEGIN
         CONCAT('server_uuid=', @grantid_uuid), CONCAT('server_uid=', @grantid_uid));
 END //
 
--- Starts (or extends) a quarantine until p_ms + p_lead + p_skew.
+-- Starts (or extends) a quarantine until p_ms + p_lead + p_skew; each
+-- namespace waits at least its own recorded lead and skew from p_ms.
 DROP PROCEDURE IF EXISTS grantid_quarantine //
 CREATE PROCEDURE grantid_quarantine(IN p_ms BIGINT, IN p_lead BIGINT, IN p_skew BIGINT,
                                     IN p_reason VARCHAR(512))
 BEGIN
     DECLARE v_identity VARCHAR(255);
     CALL grantid_identity(v_identity);
-    INSERT INTO grantid_store (id, identity, epoch, quarantine_until_ms, reason, updated_at)
-    VALUES (1, v_identity, 1, p_ms + p_lead + p_skew, p_reason, UTC_TIMESTAMP(3))
+    INSERT INTO grantid_store (id, identity, epoch, quarantine_until_ms, reason, updated_at,
+                               quarantine_since_ms)
+    VALUES (1, v_identity, 1, p_ms + p_lead + p_skew, p_reason, UTC_TIMESTAMP(3), p_ms)
     ON DUPLICATE KEY UPDATE epoch = epoch + 1,
         quarantine_until_ms = GREATEST(quarantine_until_ms, p_ms + p_lead + p_skew),
+        quarantine_since_ms = GREATEST(quarantine_since_ms, p_ms),
         identity = v_identity, reason = p_reason, updated_at = UTC_TIMESTAMP(3);
 END //
 
 -- The operator's fence (grantid authority fence): a quarantine from now.
--- Returns one row: quarantine_until_ms.
+-- Returns one row: its end for the namespace with the longest recorded lead.
 DROP PROCEDURE IF EXISTS grantid_fence //
 CREATE PROCEDURE grantid_fence(IN p_now_ms BIGINT, IN p_lead BIGINT, IN p_skew BIGINT)
 BEGIN
     CALL grantid_quarantine(COALESCE(p_now_ms, grantid_now_ms()), p_lead, p_skew,
                             'fenced by the operator');
-    SELECT quarantine_until_ms FROM grantid_store WHERE id = 1;
+    SELECT GREATEST(s.quarantine_until_ms, s.quarantine_since_ms
+                    + COALESCE((SELECT MAX(n.max_lead_ms + n.clock_skew_ms)
+                                  FROM grantid_namespaces n), 0))
+      FROM grantid_store s WHERE s.id = 1;
 END //
 
 -- grantid authority init --new-deployment: the row without a quarantine,
@@ -199,7 +234,8 @@ CREATE PROCEDURE grantid_acquire(
     IN p_lease_grace    BIGINT,
     IN p_max_lead_ms    BIGINT,
     IN p_clock_skew_ms  BIGINT,
-    IN p_now_ms         BIGINT)
+    IN p_now_ms         BIGINT,
+    IN p_split_bits     INT)
 MODIFIES SQL DATA
 BEGIN
     DECLARE v_status  VARCHAR(16) DEFAULT NULL;
@@ -207,10 +243,11 @@ BEGIN
     DECLARE v_worker, v_fence, v_start, v_end BIGINT DEFAULT NULL;
     DECLARE v_limit, v_count, v_ms, v_now, v_cand BIGINT;
     DECLARE v_identity, s_identity VARCHAR(255) DEFAULT NULL;
-    DECLARE s_q BIGINT DEFAULT NULL;
+    DECLARE s_q, s_since BIGINT DEFAULT NULL;
     DECLARE s_reason VARCHAR(512) DEFAULT NULL;
     DECLARE n_tb, n_wb, n_sb INT DEFAULT NULL;
-    DECLARE n_epoch, n_tick, n_next BIGINT DEFAULT NULL;
+    DECLARE n_epoch, n_tick, n_next, n_lead, n_skew BIGINT DEFAULT NULL;
+    DECLARE n_split INT DEFAULT NULL;
     DECLARE w_holder BIGINT UNSIGNED DEFAULT NULL;
     DECLARE w_exp, w_hw, w_fencing BIGINT DEFAULT NULL;
     DECLARE w_created BOOLEAN DEFAULT FALSE;
@@ -221,7 +258,8 @@ BEGIN
     END;
 
     IF p_timestamp_bits < 1 OR p_timestamp_bits > 62 OR p_worker_bits < 0
-       OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1 THEN
+       OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1
+       OR p_split_bits IS NULL OR p_split_bits < 0 OR p_split_bits > 32 THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'grantid_acquire: bad layout or duration';
     END IF;
     SET v_limit = CAST(1 AS SIGNED) << p_timestamp_bits;
@@ -261,12 +299,14 @@ BEGIN
         -- out a new worker (p_worker NULL) is serialised per namespace by
         -- the row lock; renewals read the row without locking it.
         IF p_worker IS NULL THEN
-            SELECT timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms, next_unused
-              INTO n_tb, n_wb, n_sb, n_epoch, n_tick, n_next
+            SELECT timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms, next_unused,
+                   split_bits, max_lead_ms, clock_skew_ms
+              INTO n_tb, n_wb, n_sb, n_epoch, n_tick, n_next, n_split, n_lead, n_skew
               FROM grantid_namespaces WHERE namespace = p_namespace FOR UPDATE;
         ELSE
-            SELECT timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms, next_unused
-              INTO n_tb, n_wb, n_sb, n_epoch, n_tick, n_next
+            SELECT timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms, next_unused,
+                   split_bits, max_lead_ms, clock_skew_ms
+              INTO n_tb, n_wb, n_sb, n_epoch, n_tick, n_next, n_split, n_lead, n_skew
               FROM grantid_namespaces WHERE namespace = p_namespace;
         END IF;
         IF n_tb IS NULL THEN
@@ -274,18 +314,30 @@ BEGIN
             -- primary key: the call errs (the caller retries) and finds it.
             INSERT INTO grantid_namespaces
                 (namespace, timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms,
-                 next_unused)
+                 next_unused, split_bits, max_lead_ms, clock_skew_ms)
             VALUES (p_namespace, p_timestamp_bits, p_worker_bits, p_sequence_bits,
-                    p_epoch_ms, p_tick_ms, 0);
+                    p_epoch_ms, p_tick_ms, 0, p_split_bits, p_max_lead_ms, p_clock_skew_ms);
             SET n_tb = p_timestamp_bits, n_wb = p_worker_bits, n_sb = p_sequence_bits,
-                n_epoch = p_epoch_ms, n_tick = p_tick_ms, n_next = 0;
+                n_epoch = p_epoch_ms, n_tick = p_tick_ms, n_next = 0, n_split = p_split_bits,
+                n_lead = p_max_lead_ms, n_skew = p_clock_skew_ms;
         END IF;
         IF n_tb <> p_timestamp_bits OR n_wb <> p_worker_bits OR n_sb <> p_sequence_bits
-           OR n_epoch <> p_epoch_ms OR n_tick <> p_tick_ms THEN
+           OR n_epoch <> p_epoch_ms OR n_tick <> p_tick_ms OR n_split <> p_split_bits THEN
             SET v_status = 'refused', v_message = CONCAT('namespace ', QUOTE(p_namespace),
                 ' is registered with another layout (', n_tb, '/', n_wb, '/', n_sb,
-                ' bits, epoch ', n_epoch, ' ms, tick ', n_tick, ' ms)');
+                ' bits, epoch ', n_epoch, ' ms, tick ', n_tick, ' ms, datacenter split ',
+                n_split, ' bits)');
             LEAVE body;
+        END IF;
+        -- The longest lead and skew any caller used on the namespace, raised
+        -- before this caller's grant can exist.
+        IF n_lead < p_max_lead_ms OR n_skew < p_clock_skew_ms THEN
+            SET n_lead = GREATEST(n_lead, p_max_lead_ms),
+                n_skew = GREATEST(n_skew, p_clock_skew_ms);
+            UPDATE grantid_namespaces
+               SET max_lead_ms = GREATEST(max_lead_ms, n_lead),
+                   clock_skew_ms = GREATEST(clock_skew_ms, n_skew)
+             WHERE namespace = p_namespace;
         END IF;
 
         -- Authority time: the server's clock, in ticks of the layout.
@@ -304,7 +356,11 @@ BEGIN
                 'the server''s identity changed from ', COALESCE(s_identity, '?'), ' to ',
                 v_identity, ' (a failover to another server, or a restore elsewhere)'));
         END IF;
-        SELECT quarantine_until_ms, reason INTO s_q, s_reason FROM grantid_store WHERE id = 1;
+        SELECT quarantine_until_ms, reason, quarantine_since_ms INTO s_q, s_reason, s_since
+          FROM grantid_store WHERE id = 1;
+        IF s_since > 0 THEN
+            SET s_q = GREATEST(s_q, s_since + n_lead + n_skew);
+        END IF;
         IF v_ms < s_q THEN
             SET v_status = 'wait', v_message = CONCAT('quarantine: ', s_reason,
                 '; no grant before Unix ms ', s_q, ' (', s_q - v_ms,
@@ -331,6 +387,20 @@ BEGIN
             IF w_holder IS NOT NULL AND w_holder <> p_incarnation AND w_exp > v_now THEN
                 SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
                     ' is held by incarnation ', w_holder, ' until tick ', w_exp);
+                LEAVE body;
+            END IF;
+            -- The forgotten-grant check (grantid::forgotten_grant): the
+            -- holder's grants end beyond the worker's high-water, so the
+            -- database lost a grant it made (a restore its identity does not
+            -- show). The quarantine lasts until they have ended too.
+            IF p_not_before > w_hw THEN
+                SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
+                    ': its holder holds grants until tick ', p_not_before,
+                    ', beyond the store''s high-water (tick ', w_hw, '): the store forgot a ',
+                    'grant it made (restored from a backup or a snapshot?); stop issuing ',
+                    'from them and acquire again');
+                CALL grantid_quarantine(v_ms, GREATEST(n_lead,
+                    p_epoch_ms + p_not_before * p_tick_ms - v_ms), n_skew, LEFT(v_message, 512));
                 LEAVE body;
             END IF;
             SET v_worker = p_worker;
@@ -465,4 +535,4 @@ END //
 
 DELIMITER ;
 
-INSERT IGNORE INTO grantid_schema_version (version) VALUES (1);
+INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2);

@@ -1,9 +1,12 @@
--- grantid PostgreSQL authority, schema version 4 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 5 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
 -- worker-choice rule; version 3: state-loss quarantine and bounded lead,
 -- docs/AUTHORITIES.md "State loss"; version 4: a renewal during a
--- quarantine is 'lost'). The signatures of version 1's functions are
--- unchanged.
+-- quarantine is 'lost'; version 5: each namespace records its datacenter
+-- split and the largest max_lead_ms and clock_skew_ms it was used with,
+-- and a renewal beyond the worker's high-water starts a quarantine). The
+-- signatures of version 1's functions are unchanged; grantid.acquire has a
+-- 14-argument form beside them (the split).
 --
 -- Applied by `grantid authority init URL`, and by the Rust adapter when the
 -- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
@@ -34,6 +37,14 @@ CREATE TABLE IF NOT EXISTS grantid.namespaces (
     next_unused    bigint  NOT NULL DEFAULT 0,
     created_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- Version 5. split_bits: the datacenter bits of the split whose one
+-- datacenter's workers the namespace numbers (worker_bits is then the
+-- per-datacenter width); 0 for whole worker values. max_lead_ms and
+-- clock_skew_ms: the largest every caller used on the namespace, raised by
+-- each grant, never lowered; a quarantine lasts at least that long for it.
+ALTER TABLE grantid.namespaces ADD COLUMN IF NOT EXISTS split_bits integer NOT NULL DEFAULT 0;
+ALTER TABLE grantid.namespaces ADD COLUMN IF NOT EXISTS max_lead_ms bigint NOT NULL DEFAULT 0;
+ALTER TABLE grantid.namespaces ADD COLUMN IF NOT EXISTS clock_skew_ms bigint NOT NULL DEFAULT 0;
 
 -- One row per (namespace, worker) ever used: the lease and the high-water.
 CREATE TABLE IF NOT EXISTS grantid.workers (
@@ -82,6 +93,10 @@ CREATE TABLE IF NOT EXISTS grantid.store (
     reason              text,
     updated_at          timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- Version 5: when the latest quarantine started (Unix ms); a namespace
+-- used with a longer lead than the caller that started it waits until
+-- quarantine_since_ms + its recorded max_lead_ms + clock_skew_ms.
+ALTER TABLE grantid.store ADD COLUMN IF NOT EXISTS quarantine_since_ms bigint NOT NULL DEFAULT 0;
 
 CREATE OR REPLACE FUNCTION grantid.setting_ms(p_name text, p_default bigint) RETURNS bigint
 LANGUAGE sql STABLE AS $fn$
@@ -102,31 +117,46 @@ BEGIN
 END
 $fn$;
 
--- Starts (or extends) a quarantine until p_ms + max_lead + skew.
-CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text) RETURNS bigint
+-- Starts (or extends) a quarantine until p_ms + max_lead + skew, and at
+-- least until p_latest_ms + skew (a holder's evidence: the end of grants it
+-- holds). Each namespace waits at least its own recorded lead from p_ms
+-- (grantid.gate). Returns the end for the longest recorded lead.
+DROP FUNCTION IF EXISTS grantid.quarantine(bigint, text);
+CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text,
+                                              p_latest_ms bigint DEFAULT 0) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
-    v_until bigint := p_ms + grantid.setting_ms('grantid.max_lead_ms', 7000)
-                           + grantid.setting_ms('grantid.clock_skew_ms', 1000);
+    v_skew  bigint := grantid.setting_ms('grantid.clock_skew_ms', 1000);
+    v_until bigint := greatest(p_ms + grantid.setting_ms('grantid.max_lead_ms', 7000),
+                               p_latest_ms) + v_skew;
     v_id    record := grantid.identity();
 BEGIN
-    INSERT INTO grantid.store (system_identifier, timeline, quarantine_until_ms, reason)
-    VALUES (v_id.system_identifier, v_id.timeline, v_until, p_reason)
+    INSERT INTO grantid.store (system_identifier, timeline, quarantine_until_ms, reason,
+                               quarantine_since_ms)
+    VALUES (v_id.system_identifier, v_id.timeline, v_until, p_reason, p_ms)
     ON CONFLICT (id) DO UPDATE
        SET epoch = grantid.store.epoch + 1,
            quarantine_until_ms = greatest(grantid.store.quarantine_until_ms, v_until),
+           quarantine_since_ms = greatest(grantid.store.quarantine_since_ms, p_ms),
            system_identifier = v_id.system_identifier, timeline = v_id.timeline,
            reason = p_reason, updated_at = clock_timestamp();
-    RETURN (SELECT quarantine_until_ms FROM grantid.store);
+    RETURN (SELECT greatest(s.quarantine_until_ms,
+                            s.quarantine_since_ms + coalesce(max(n.max_lead_ms + n.clock_skew_ms), 0))
+              FROM grantid.store s LEFT JOIN grantid.namespaces n ON true
+             GROUP BY s.quarantine_until_ms, s.quarantine_since_ms);
 END
 $fn$;
 
--- NULL when grants may be made at p_ms; else why not (a quarantine).
-CREATE OR REPLACE FUNCTION grantid.gate(p_ms bigint) RETURNS text
+-- NULL when grants may be made at p_ms for a namespace used with leads up
+-- to p_lead_ms and skews up to p_skew_ms; else why not (a quarantine).
+DROP FUNCTION IF EXISTS grantid.gate(bigint);
+CREATE OR REPLACE FUNCTION grantid.gate(p_ms bigint, p_lead_ms bigint DEFAULT 0,
+                                        p_skew_ms bigint DEFAULT 0) RETURNS text
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
-    st   grantid.store%ROWTYPE;
-    v_id record := grantid.identity();
+    st      grantid.store%ROWTYPE;
+    v_id    record := grantid.identity();
+    v_until bigint;
 BEGIN
     SELECT * INTO st FROM grantid.store;
     IF NOT FOUND THEN
@@ -142,10 +172,13 @@ BEGIN
             coalesce(v_id.system_identifier, '?'), v_id.timeline));
     END IF;
     SELECT * INTO st FROM grantid.store;
-    IF p_ms < st.quarantine_until_ms THEN
+    v_until := greatest(st.quarantine_until_ms,
+                        CASE WHEN st.quarantine_since_ms > 0
+                             THEN st.quarantine_since_ms + p_lead_ms + p_skew_ms ELSE 0 END);
+    IF p_ms < v_until THEN
         RETURN format('quarantine: %s; no grant before Unix ms %s (%s ms from now), when '
                       'every interval granted before it has ended', st.reason,
-                      st.quarantine_until_ms, st.quarantine_until_ms - p_ms);
+                      v_until, v_until - p_ms);
     END IF;
     RETURN NULL;
 END
@@ -184,6 +217,8 @@ $fn$;
 -- p_worker NULL asks for any free worker. p_lease_grace is in ticks.
 -- p_now_ms replaces the database clock (Unix ms): for tests and fault
 -- injection only; NULL in production.
+-- p_split_bits: the layout's split (grantid.namespaces.split_bits); the
+-- 13-argument form below is this one with 0.
 CREATE OR REPLACE FUNCTION grantid.acquire(
     p_namespace      text,
     p_incarnation    bigint,
@@ -197,7 +232,8 @@ CREATE OR REPLACE FUNCTION grantid.acquire(
     p_epoch_ms       bigint,
     p_tick_ms        bigint,
     p_lease_grace    bigint,
-    p_now_ms         bigint DEFAULT NULL
+    p_now_ms         bigint,
+    p_split_bits     integer
 ) RETURNS TABLE (status text, worker bigint, grant_id bigint,
                  start_tick bigint, end_tick bigint, message text)
 LANGUAGE plpgsql VOLATILE AS $fn$
@@ -215,9 +251,12 @@ DECLARE
     v_cand   bigint;
     v_gate   text;
     v_ms     bigint;
+    v_lead   bigint := grantid.setting_ms('grantid.max_lead_ms', 7000);
+    v_skew   bigint := grantid.setting_ms('grantid.clock_skew_ms', 1000);
 BEGIN
     IF p_timestamp_bits < 1 OR p_timestamp_bits > 62 OR p_worker_bits < 0
-       OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1 THEN
+       OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1
+       OR p_split_bits IS NULL OR p_split_bits < 0 OR p_split_bits > 32 THEN
         RAISE EXCEPTION 'grantid.acquire: bad layout or duration';
     END IF;
     v_limit := 1::bigint << p_timestamp_bits;
@@ -247,9 +286,9 @@ BEGIN
     -- first insert waits on the primary key, then does nothing; the SELECT
     -- (a fresh snapshot) then sees the winner's row.
     INSERT INTO grantid.namespaces
-        (namespace, timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms)
+        (namespace, timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms, split_bits)
     VALUES (p_namespace, p_timestamp_bits, p_worker_bits, p_sequence_bits,
-            p_epoch_ms, p_tick_ms)
+            p_epoch_ms, p_tick_ms, p_split_bits)
     ON CONFLICT (namespace) DO NOTHING;
     IF p_worker IS NULL THEN
         -- Handing out a new worker is serialised per namespace.
@@ -258,15 +297,26 @@ BEGIN
     ELSE
         SELECT * INTO ns FROM grantid.namespaces n WHERE n.namespace = p_namespace;
     END IF;
-    IF (ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms, ns.tick_ms)
+    IF (ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms, ns.tick_ms,
+        ns.split_bits)
        IS DISTINCT FROM
-       (p_timestamp_bits, p_worker_bits, p_sequence_bits, p_epoch_ms, p_tick_ms) THEN
+       (p_timestamp_bits, p_worker_bits, p_sequence_bits, p_epoch_ms, p_tick_ms,
+        p_split_bits) THEN
         RETURN QUERY SELECT 'refused'::text, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::bigint, format('namespace %L is registered with another layout '
-                '(%s/%s/%s bits, epoch %s ms, tick %s ms)', p_namespace,
-                ns.timestamp_bits, ns.worker_bits, ns.sequence_bits, ns.epoch_ms,
-                ns.tick_ms);
+                '(%s/%s/%s bits, epoch %s ms, tick %s ms, datacenter split %s bits)',
+                p_namespace, ns.timestamp_bits, ns.worker_bits, ns.sequence_bits,
+                ns.epoch_ms, ns.tick_ms, ns.split_bits);
         RETURN;
+    END IF;
+    -- The longest lead and skew any caller used on the namespace, raised
+    -- before this caller's grant can exist.
+    IF ns.max_lead_ms < v_lead OR ns.clock_skew_ms < v_skew THEN
+        UPDATE grantid.namespaces n
+           SET max_lead_ms = greatest(n.max_lead_ms, v_lead),
+               clock_skew_ms = greatest(n.clock_skew_ms, v_skew)
+         WHERE n.namespace = p_namespace
+        RETURNING * INTO ns;
     END IF;
 
     -- Authority time: the database's clock, in ticks of the layout.
@@ -274,7 +324,7 @@ BEGIN
     v_now := greatest(v_ms - p_epoch_ms, 0) / p_tick_ms;
 
     -- State loss: nothing is granted while the database is quarantined.
-    v_gate := grantid.gate(v_ms);
+    v_gate := grantid.gate(v_ms, ns.max_lead_ms, ns.clock_skew_ms);
     IF v_gate IS NOT NULL AND p_worker IS NOT NULL THEN
         -- A renewal: the worker's earlier grants were made before what
         -- started the quarantine (a loss, a restore, a fence), by a history
@@ -306,6 +356,19 @@ BEGIN
             RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
                 NULL::bigint, format('worker %s is held by incarnation %s until tick %s',
                                      p_worker, w.holder, w.lease_expiry);
+            RETURN;
+        END IF;
+        -- The forgotten-grant check (grantid::forgotten_grant): the holder's
+        -- grants end beyond the worker's high-water, so the database lost a
+        -- grant it made (a restore its identity does not show).
+        IF p_not_before > w.high_water THEN
+            v_gate := format('worker %s: its holder holds grants until tick %s, beyond the '
+                'store''s high-water (tick %s): the store forgot a grant it made (restored '
+                'from a backup or a snapshot?); stop issuing from them and acquire again',
+                p_worker, p_not_before, w.high_water);
+            PERFORM grantid.quarantine(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms);
+            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+                NULL::bigint, v_gate;
             RETURN;
         END IF;
     ELSE
@@ -370,12 +433,11 @@ BEGIN
         RETURN;
     END IF;
     -- The bounded lead: no grant ends more than max_lead after the clock.
-    v_end := least(v_end, v_now + grantid.setting_ms('grantid.max_lead_ms', 7000) / p_tick_ms);
+    v_end := least(v_end, v_now + v_lead / p_tick_ms);
     IF v_start >= v_end THEN
         RETURN QUERY SELECT 'wait'::text, NULL::bigint, NULL::bigint, NULL::bigint,
             NULL::bigint, format('worker %s: a grant from tick %s would end more than '
-                'max_lead (%s ms) after the clock', w.worker, v_start,
-                grantid.setting_ms('grantid.max_lead_ms', 7000));
+                'max_lead (%s ms) after the clock', w.worker, v_start, v_lead);
         RETURN;
     END IF;
     UPDATE grantid.workers x
@@ -388,6 +450,29 @@ BEGIN
     VALUES (p_namespace, w.worker, p_incarnation, p_request_id, v_fence, v_start, v_end);
     RETURN QUERY SELECT 'granted'::text, w.worker, v_fence, v_start, v_end, NULL::text;
 END
+$fn$;
+
+-- Version 1's form: the 14-argument one with no datacenter split.
+CREATE OR REPLACE FUNCTION grantid.acquire(
+    p_namespace      text,
+    p_incarnation    bigint,
+    p_request_id     bigint,
+    p_worker         bigint,
+    p_not_before     bigint,
+    p_duration       bigint,
+    p_timestamp_bits integer,
+    p_worker_bits    integer,
+    p_sequence_bits  integer,
+    p_epoch_ms       bigint,
+    p_tick_ms        bigint,
+    p_lease_grace    bigint,
+    p_now_ms         bigint DEFAULT NULL
+) RETURNS TABLE (status text, worker bigint, grant_id bigint,
+                 start_tick bigint, end_tick bigint, message text)
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT * FROM grantid.acquire(p_namespace, p_incarnation, p_request_id, p_worker,
+        p_not_before, p_duration, p_timestamp_bits, p_worker_bits, p_sequence_bits,
+        p_epoch_ms, p_tick_ms, p_lease_grace, p_now_ms, 0);
 $fn$;
 
 -- Ends the lease of a worker if p_incarnation holds it; the high-water stays.
@@ -424,4 +509,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5) ON CONFLICT DO NOTHING;

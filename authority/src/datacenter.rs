@@ -7,10 +7,12 @@
 //! fences workers `0 .. 2^(worker_bits - datacenter_bits)` as it always
 //! does; this wrapper maps them to and from the worker values of datacenter
 //! N (`N << (worker_bits - datacenter_bits) | w`). So every backend, present
-//! or future, hands out only datacenter N's workers, and the namespace is
-//! registered in the store with the reduced layout: a generator that
-//! reaches the same store without the split (or with another split) asks
-//! with another layout and is refused, never given overlapping workers.
+//! or future, hands out only datacenter N's workers. The namespace is
+//! registered in the store with the reduced layout and the split's
+//! datacenter bits ([`Layout::datacenter_part`]): a generator that reaches
+//! the same store without the split (even one whose worker bits equal the
+//! split's per-datacenter bits), or with another split, asks with another
+//! layout and is refused, never given the same backend workers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -82,14 +84,9 @@ fn local_layout(layout: &Layout, datacenter: u32) -> Result<Layout, GrantError> 
             layout.datacenter_bits()
         )));
     }
-    Layout::with_all(
-        layout.timestamp_bits(),
-        layout.datacenter_worker_bits(),
-        layout.sequence_bits(),
-        layout.epoch_ms(),
-        layout.tick_ms(),
-    )
-    .map_err(|e| GrantError::Refused(e.message().to_owned()))
+    layout
+        .datacenter_part()
+        .map_err(|e| GrantError::Refused(e.message().to_owned()))
 }
 
 impl Datacenter {

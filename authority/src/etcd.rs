@@ -60,6 +60,10 @@ struct StoreRecord {
     epoch: u64,
     quarantine_until_ms: u64,
     reason: String,
+    /// When the latest quarantine started (Unix ms): a namespace waits at
+    /// least its recorded lead and skew from it.
+    #[serde(default)]
+    quarantine_since_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +74,29 @@ struct LayoutRecord {
     epoch_ms: u64,
     tick_ms: u64,
     next_unused: u64,
+    /// [`grantid::Layout::split_bits`], registered with the layout.
+    #[serde(default)]
+    split_bits: u8,
+    /// The largest `max_lead_ms` and `clock_skew_ms` any caller used on the
+    /// namespace: raised with a grant, never lowered.
+    #[serde(default)]
+    max_lead_ms: u64,
+    #[serde(default)]
+    clock_skew_ms: u64,
+}
+
+impl LayoutRecord {
+    /// The fields that make the layout (not the counters).
+    fn layout(&self) -> (u8, u8, u8, u64, u64, u8) {
+        (
+            self.timestamp_bits,
+            self.worker_bits,
+            self.sequence_bits,
+            self.epoch_ms,
+            self.tick_ms,
+            self.split_bits,
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -344,8 +371,8 @@ impl Ctx {
         }
     }
 
-    /// Writes a quarantine until `now + max_lead + skew` (extending any
-    /// longer one). Returns false when the record changed meanwhile. The
+    /// Writes a quarantine until `now + hold_ms` (extending any longer
+    /// one). Returns false when the record changed meanwhile. The
     /// store's history starts again from the revision of this write: the
     /// quarantine covers whatever the revisions seen before stood for.
     async fn quarantine(
@@ -354,9 +381,9 @@ impl Ctx {
         store: &Read<StoreRecord>,
         cluster_id: u64,
         now_ms: u64,
+        hold_ms: u64,
         reason: String,
     ) -> Result<bool, GrantError> {
-        let hold_ms = self.hold_ms();
         let old = store.value.as_ref();
         let record = StoreRecord {
             cluster_id,
@@ -365,6 +392,7 @@ impl Ctx {
                 .map_or(0, |s| s.quarantine_until_ms)
                 .max(now_ms.saturating_add(hold_ms)),
             reason,
+            quarantine_since_ms: old.map_or(0, |s| s.quarantine_since_ms).max(now_ms),
         };
         let txn = Txn::new()
             .when([store.unchanged(STORE_KEY)])
@@ -432,10 +460,26 @@ impl Ctx {
             ))))),
             None => wait(why),
         };
+        // The namespace's record: its layout, and the longest lead and skew
+        // any caller used on it.
+        let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
+        let (ns_lead, ns_skew) = layout
+            .value
+            .as_ref()
+            .map_or((0, 0), |n| (n.max_lead_ms, n.clock_skew_ms));
+        let ns_lead = ns_lead.max(self.options.max_lead_ms);
+        let ns_skew = ns_skew.max(self.options.clock_skew_ms);
         if let Some(reason) = self.loss(&store, &snap, floor) {
             let until = now_ms.saturating_add(self.hold_ms());
             if !self
-                .quarantine(client, &store, snap.cluster_id, now_ms, reason.clone())
+                .quarantine(
+                    client,
+                    &store,
+                    snap.cluster_id,
+                    now_ms,
+                    self.hold_ms(),
+                    reason.clone(),
+                )
                 .await?
             {
                 return Ok(Step::Again);
@@ -446,16 +490,24 @@ impl Ctx {
                 until - now_ms
             ));
         }
-        if let Some(s) = &store.value
-            && now_ms < s.quarantine_until_ms
-        {
-            return gate(format!(
-                "quarantine: {}; no grant before Unix ms {} ({} ms from now), when every \
-                 interval granted before it has ended",
-                s.reason,
-                s.quarantine_until_ms,
-                s.quarantine_until_ms - now_ms
-            ));
+        if let Some(s) = &store.value {
+            let until = if s.quarantine_since_ms > 0 {
+                s.quarantine_until_ms.max(
+                    s.quarantine_since_ms
+                        .saturating_add(ns_lead)
+                        .saturating_add(ns_skew),
+                )
+            } else {
+                s.quarantine_until_ms
+            };
+            if now_ms < until {
+                return gate(format!(
+                    "quarantine: {}; no grant before Unix ms {until} ({} ms from now), when \
+                     every interval granted before it has ended",
+                    s.reason,
+                    until - now_ms
+                ));
+            }
         }
 
         // The workers read, by number.
@@ -493,7 +545,6 @@ impl Ctx {
         }
 
         // The namespace, registered with its layout on first use.
-        let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
         let asked = LayoutRecord {
             timestamp_bits: l.timestamp_bits(),
             worker_bits: l.worker_bits(),
@@ -501,29 +552,38 @@ impl Ctx {
             epoch_ms: l.epoch_ms(),
             tick_ms: l.tick_ms(),
             next_unused: 0,
+            split_bits: l.split_bits(),
+            max_lead_ms: ns_lead,
+            clock_skew_ms: ns_skew,
         };
         let mut ns = match &layout.value {
             Some(have) => {
-                let same = LayoutRecord {
-                    next_unused: have.next_unused,
-                    ..asked.clone()
-                };
-                if *have != same {
+                if have.layout() != asked.layout() {
                     return Ok(Step::Answer(Err(GrantError::Refused(format!(
                         "namespace {:?} is registered with another layout ({}/{}/{} bits, \
-                         epoch {} ms, tick {} ms)",
+                         epoch {} ms, tick {} ms, datacenter split {} bits)",
                         request.namespace,
                         have.timestamp_bits,
                         have.worker_bits,
                         have.sequence_bits,
                         have.epoch_ms,
-                        have.tick_ms
+                        have.tick_ms,
+                        have.split_bits
                     )))));
                 }
-                have.clone()
+                LayoutRecord {
+                    max_lead_ms: ns_lead,
+                    clock_skew_ms: ns_skew,
+                    ..have.clone()
+                }
             }
             None => asked,
         };
+        // The lead and skew are raised before this caller's grant can exist.
+        let raised = layout
+            .value
+            .as_ref()
+            .is_some_and(|have| (have.max_lead_ms, have.clock_skew_ms) != (ns_lead, ns_skew));
         let now = ticks(now_ms, &l);
         let count = 1u64 << l.worker_bits();
         let limit = l.timestamp_limit();
@@ -552,6 +612,24 @@ impl Ctx {
                     return Ok(Step::Answer(Err(GrantError::Lost(format!(
                         "namespace {:?}: worker {w} is held by incarnation {h} until tick {}",
                         request.namespace, rec.lease_expiry
+                    )))));
+                }
+                let high_water = current.value.as_ref().map_or(0, |r| r.high_water);
+                // Fits: `w` is below 2^worker_bits, at most 2^32.
+                if let Some(why) =
+                    grantid::forgotten_grant(w as u32, request.not_before, high_water)
+                {
+                    let evidence_ms = l.unix_ms_of(request.not_before.min(limit));
+                    let hold = evidence_ms.saturating_sub(now_ms).max(ns_lead) + ns_skew;
+                    if !self
+                        .quarantine(client, &store, snap.cluster_id, now_ms, hold, why.clone())
+                        .await?
+                    {
+                        return Ok(Step::Again);
+                    }
+                    return Ok(Step::Answer(Err(GrantError::Lost(format!(
+                        "namespace {:?}: {why}",
+                        request.namespace
                     )))));
                 }
                 (w, current)
@@ -661,7 +739,7 @@ impl Ctx {
         let wkey = worker_key(&prefix, worker);
         let mut compares = vec![store.unchanged(STORE_KEY), current.unchanged(&wkey)];
         let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
-        if request.worker.is_none() || layout.value.is_none() {
+        if request.worker.is_none() || layout.value.is_none() || raised {
             compares.push(layout.unchanged(&layout_key));
             puts.push(TxnOp::put(layout_key.as_str(), encode(&ns), None));
         }
@@ -819,6 +897,7 @@ impl Authority for EtcdAuthority {
                         epoch: 1,
                         quarantine_until_ms: 0,
                         reason: "new deployment (operator)".into(),
+                        quarantine_since_ms: 0,
                     };
                     let resp = c
                         .txn(
@@ -858,7 +937,14 @@ impl Authority for EtcdAuthority {
                             .map_or(0, |s| s.quarantine_until_ms)
                             .max(now_ms + hold);
                         if ctx
-                            .quarantine(c, &store, cluster, now_ms, "fenced by the operator".into())
+                            .quarantine(
+                                c,
+                                &store,
+                                cluster,
+                                now_ms,
+                                hold,
+                                "fenced by the operator".into(),
+                            )
                             .await?
                         {
                             return Ok(until);

@@ -261,11 +261,9 @@ impl FileAuthority {
         let mut state = decode(&self.path, bytes)?;
         let side = Sidecar::open(locked.path());
         let now_ms = self.clock.now_ms();
-        let cap = self
-            .options
-            .max_lead_ms
-            .saturating_add(self.options.clock_skew_ms);
-        let (mark, changed) = side.check(found.then_some(&state.store), now_ms, Some(cap));
+        // The sidecar's end is believed as it is: a process with a longer
+        // lead than this one's may hold it.
+        let (mark, changed) = side.check(found.then_some(&state.store), now_ms, None);
         state.store = mark;
         if changed && state.store.quarantine_until_ms > now_ms {
             self.write(&locked, &mut state, &side, 0)?;
@@ -290,6 +288,34 @@ impl FileAuthority {
     }
 }
 
+/// The forgotten-grant check ([`grantid::forgotten_grant`]) of a renewal
+/// against the file's high-water for the worker.
+fn forgotten(state: &State, request: &GrantRequest) -> Option<String> {
+    let worker = request.worker?;
+    let high_water = state
+        .alloc
+        .namespaces
+        .get(&request.namespace)
+        .and_then(|ns| ns.workers.get(worker))
+        .map_or(0, |w| w.high_water);
+    grantid::forgotten_grant(worker, request.not_before, high_water)
+}
+
+/// The latest end (Unix ms) of any interval the file records as granted.
+fn latest_end_ms(state: &State) -> u64 {
+    state
+        .alloc
+        .namespaces
+        .values()
+        .flat_map(|ns| {
+            ns.workers
+                .iter()
+                .map(move |(_, w)| ns.layout.unix_ms_of(w.high_water))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl GrantSource for FileAuthority {
     fn max_lead_ms(&self) -> Option<u64> {
         Some(self.options.max_lead_ms)
@@ -310,6 +336,14 @@ impl GrantSource for FileAuthority {
         let replay = state.alloc.answers.contains_key(&key);
         if !replay {
             sidecar::gate(&state.store, now_ms, request.worker)?;
+            if let Some(why) = forgotten(&state, request) {
+                let latest = layout
+                    .unix_ms_of(request.not_before)
+                    .max(latest_end_ms(&state));
+                sidecar::quarantine(&mut state.store, now_ms, latest, &self.options, why.clone());
+                self.write(&locked, &mut state, &side, 0)?;
+                return Err(GrantError::Lost(why));
+            }
         }
         let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
         if replay {
@@ -354,9 +388,8 @@ impl Authority for FileAuthority {
 
     fn fence(&self) -> Result<String, Error> {
         let (locked, mut state, side) = self.lock().map_err(unavailable)?;
-        let until = sidecar::fence(&mut state.store, self.clock.now_ms(), &self.options)
-            .max(side.latest_end_ms());
-        state.store.quarantine_until_ms = until;
+        let latest = latest_end_ms(&state).max(side.latest_end_ms());
+        let until = sidecar::fence(&mut state.store, self.clock.now_ms(), latest, &self.options);
         self.write(&locked, &mut state, &side, 0)
             .map_err(unavailable)?;
         Ok(format!(

@@ -13,6 +13,14 @@ pub(crate) struct LayoutDoc {
     pub sequence_bits: u8,
     pub epoch_ms: u64,
     pub tick_ms: u64,
+    /// [`Layout::split_bits`]: the datacenter bits of the split whose one
+    /// datacenter's workers the namespace numbers; absent for 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub split_bits: u8,
+}
+
+fn is_zero(v: &u8) -> bool {
+    *v == 0
 }
 
 impl From<Layout> for LayoutDoc {
@@ -23,18 +31,20 @@ impl From<Layout> for LayoutDoc {
             sequence_bits: l.sequence_bits(),
             epoch_ms: l.epoch_ms(),
             tick_ms: l.tick_ms(),
+            split_bits: l.split_bits(),
         }
     }
 }
 
 impl LayoutDoc {
     pub(crate) fn layout(self) -> Result<Layout, String> {
-        Layout::with_all(
+        Layout::registered(
             self.timestamp_bits,
             self.worker_bits,
             self.sequence_bits,
             self.epoch_ms,
             self.tick_ms,
+            self.split_bits,
         )
         .map_err(|e| e.to_string())
     }

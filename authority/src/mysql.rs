@@ -30,9 +30,9 @@ pub const MYSQL_SQL_V1: &str = include_str!("../sql/mysql_v1.sql");
 
 /// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i32 = 2;
 
-const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// The MySQL / MariaDB authority. See the module docs.
 pub struct MysqlAuthority {
@@ -272,6 +272,7 @@ impl GrantSource for MysqlAuthority {
             (self.options.max_lead_ms.min(i64::MAX as u64 / 4) as i64).into(),
             (self.options.clock_skew_ms.min(i64::MAX as u64 / 4) as i64).into(),
             self.now_ms().into(),
+            i64::from(l.split_bits()).into(),
         ];
         let row = self.call("grantid_acquire failed", |c| {
             Box::pin(async move {
@@ -449,7 +450,7 @@ mod tests {
         assert!(acquire.contains("START TRANSACTION;"));
         assert_eq!(
             all.last().map(String::as_str),
-            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1)")
+            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2)")
         );
         assert!(
             MYSQL_SQL_V1.contains(&format!("VALUES ({SCHEMA_VERSION})")),

@@ -31,10 +31,10 @@ pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
 /// the script again when the database has only older versions.
-const SCHEMA_VERSION: i32 = 4;
+const SCHEMA_VERSION: i32 = 5;
 
 const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, message \
-     FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+     FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
 
 /// One process's connection: a single-threaded runtime that drives it only
 /// while a call runs, the client, and the task that owns the socket.
@@ -187,7 +187,7 @@ impl PgAuthority {
             .is_some()
             && client
                 .query_opt(
-                    "SELECT 1 FROM grantid.schema_version WHERE version >= $1",
+                    "SELECT 1 FROM grantid.schema_version WHERE version >= $1 LIMIT 1",
                     &[&SCHEMA_VERSION],
                 )
                 .await
@@ -336,6 +336,7 @@ impl GrantSource for PgAuthority {
                     &tick_ms,
                     &(grace as i64),
                     &now_ms,
+                    &i32::from(l.split_bits()),
                 ],
             )
             .await

@@ -246,16 +246,42 @@ pub(crate) fn gate(mark: &StoreMark, now_ms: u64, renewal: Option<u32>) -> Resul
     })
 }
 
-/// The operator's fence: a quarantine of `max_lead_ms + clock_skew_ms`
-/// from `now_ms`.
-pub(crate) fn fence(mark: &mut StoreMark, now_ms: u64, options: &Options) -> u64 {
+/// Starts (or extends) a quarantine at `now_ms` for `reason`: until
+/// `max_lead_ms + clock_skew_ms` from now have passed, and until
+/// `latest_end_ms` (the latest end of an interval known to be granted from
+/// the file: the sidecar's, the file's high-water marks, a holder's
+/// evidence) plus `clock_skew_ms`. Returns its end.
+pub(crate) fn quarantine(
+    mark: &mut StoreMark,
+    now_ms: u64,
+    latest_end_ms: u64,
+    options: &Options,
+    reason: String,
+) -> u64 {
     let until = now_ms
         .saturating_add(options.max_lead_ms)
+        .max(latest_end_ms)
         .saturating_add(options.clock_skew_ms);
     mark.epoch += 1;
     mark.quarantine_until_ms = mark.quarantine_until_ms.max(until);
-    mark.reason = Some("fenced by the operator".to_owned());
+    mark.reason = Some(reason);
     mark.quarantine_until_ms
+}
+
+/// The operator's fence: a [`quarantine`] from `now_ms`.
+pub(crate) fn fence(
+    mark: &mut StoreMark,
+    now_ms: u64,
+    latest_end_ms: u64,
+    options: &Options,
+) -> u64 {
+    quarantine(
+        mark,
+        now_ms,
+        latest_end_ms,
+        options,
+        "fenced by the operator".to_owned(),
+    )
 }
 
 #[cfg(test)]

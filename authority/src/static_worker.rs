@@ -77,6 +77,17 @@ struct Marks {
     store: StoreMark,
 }
 
+impl Marks {
+    /// The latest end (Unix ms) of any interval the marks record as granted.
+    fn latest_end_ms(&self) -> u64 {
+        self.marks
+            .values()
+            .filter_map(|m| Some(m.layout.layout().ok()?.unix_ms_of(m.high_water)))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// Per-process memory: the last answer per incarnation (for retries).
 #[derive(Default)]
 struct Memory {
@@ -266,6 +277,20 @@ impl StaticAuthority {
             }
             return Err(e);
         }
+        if let Some(worker) = request.worker {
+            let high_water = marks
+                .marks
+                .get(&key(&request.namespace, worker))
+                .map_or(0, |m| m.high_water);
+            if let Some(why) = grantid::forgotten_grant(worker, request.not_before, high_water) {
+                let latest = marks
+                    .latest_end_ms()
+                    .max(request.layout.unix_ms_of(request.not_before));
+                sidecar::quarantine(&mut marks.store, now_ms, latest, &self.options, why.clone());
+                write(&mut marks, 0)?;
+                return Err(GrantError::Lost(why));
+            }
+        }
         let (grant, _) = self.grant(&mut marks, request, false)?;
         write(&mut marks, request.layout.unix_ms_of(grant.end))?;
         Ok(grant)
@@ -347,9 +372,8 @@ impl Authority for StaticAuthority {
         let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
         let (mut marks, _) = self.read_marks(&locked).map_err(unavailable)?;
         let side = Sidecar::open(locked.path());
-        let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), &self.options)
-            .max(side.latest_end_ms());
-        marks.store.quarantine_until_ms = until;
+        let latest = marks.latest_end_ms().max(side.latest_end_ms());
+        let until = sidecar::fence(&mut marks.store, self.clock.now_ms(), latest, &self.options);
         marks.store.serial += 1;
         locked
             .write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())

@@ -24,121 +24,13 @@ use std::time::{Duration, Instant};
 use grantid::{Generator, Grant, GrantError, GrantSource, Layout};
 use grantid_authority::{from_url, open};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn layout() -> Layout {
     Layout::new(41, 2, 8).unwrap()
 }
 
-use common::{quarantine_lead_and_fence, waits};
-
-/// A server process started from a command line, killed with SIGKILL and
-/// started again on the same data and port.
-struct Server {
-    program: &'static str,
-    args: Vec<String>,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Server {
-    fn start(program: &'static str, args: Vec<String>, port: u16) -> Option<Server> {
-        let mut s = Server {
-            program,
-            args,
-            port,
-            child: None,
-        };
-        match s.spawn() {
-            Ok(()) => Some(s),
-            Err(e) => {
-                if std::env::var("GRANTID_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                    panic!("cannot start {program}: {e}");
-                }
-                eprintln!("note: cannot start {program} ({e}); skipping");
-                None
-            }
-        }
-    }
-
-    fn spawn(&mut self) -> std::io::Result<()> {
-        let child = Command::new(self.program)
-            .args(&self.args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(std::io::Error::other(format!(
-                    "{} did not listen on {}",
-                    self.program, self.port
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A scratch directory removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("grantid-{tag}-{:x}", common::random()));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(feature = "etcd")]
-fn etcd(dir: &Path) -> Option<Server> {
-    let (port, peer) = (free_port(), free_port());
-    let args = vec![
-        "--name".into(),
-        "default".into(),
-        "--data-dir".into(),
-        dir.join("data").display().to_string(),
-        "--listen-client-urls".into(),
-        format!("http://127.0.0.1:{port}"),
-        "--advertise-client-urls".into(),
-        format!("http://127.0.0.1:{port}"),
-        "--listen-peer-urls".into(),
-        format!("http://127.0.0.1:{peer}"),
-        "--initial-advertise-peer-urls".into(),
-        format!("http://127.0.0.1:{peer}"),
-        "--initial-cluster".into(),
-        format!("default=http://127.0.0.1:{peer}"),
-    ];
-    Server::start("etcd", args, port)
-}
+use common::etcd;
+use common::{Scratch, Server, free_port, quarantine_lead_and_fence, waits};
 
 /// A MariaDB server of its own (mariadb-install-db, then mariadbd as the
 /// `mysql` user when run as root), with database `grantid_test`.

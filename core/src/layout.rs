@@ -25,6 +25,9 @@ pub struct Layout {
     worker_bits: u8,
     sequence_bits: u8,
     datacenter_bits: u8,
+    /// For one datacenter's part ([`Layout::datacenter_part`]): the
+    /// datacenter bits of the layout it was cut from; 0 for a whole layout.
+    split_bits: u8,
     epoch_ms: u64,
     tick_ms: u64,
 }
@@ -61,6 +64,7 @@ impl Default for Layout {
             worker_bits: 10,
             sequence_bits: 12,
             datacenter_bits: 0,
+            split_bits: 0,
             epoch_ms: DEFAULT_EPOCH_MS,
             tick_ms: 1,
         }
@@ -92,6 +96,7 @@ impl Layout {
             worker_bits,
             sequence_bits,
             datacenter_bits: 0,
+            split_bits: 0,
             epoch_ms,
             tick_ms,
         };
@@ -121,13 +126,75 @@ impl Layout {
         .validated()
     }
 
-    /// The same layout without a datacenter split: the encoding alone,
-    /// which is what an authority registers a namespace with.
+    /// The same layout without a datacenter split: the encoding alone. An
+    /// authority registers a namespace with it (and its
+    /// [`Layout::split_bits`]).
     pub fn without_datacenter_bits(self) -> Layout {
         Layout {
             datacenter_bits: 0,
             ..self
         }
+    }
+
+    /// One datacenter's workers as a layout of their own, which an
+    /// authority that grants one datacenter (`datacenter=N`) chooses from:
+    /// the same timestamp, sequence, epoch and tick, `worker_bits -
+    /// datacenter_bits` worker bits, and the split kept
+    /// ([`Layout::split_bits`]). An authority registers the split with the
+    /// other fields, so a namespace's workers are numbered one way only:
+    /// within a datacenter of this split, or as whole worker values
+    /// (docs/AUTHORITIES.md, "Regions").
+    pub fn datacenter_part(self) -> Result<Layout, Error> {
+        if self.datacenter_bits == 0 {
+            return Err(Error::invalid(
+                "the layout has no datacenter bits (set datacenter_bits)",
+            ));
+        }
+        Layout {
+            worker_bits: self.worker_bits - self.datacenter_bits,
+            datacenter_bits: 0,
+            split_bits: self.datacenter_bits,
+            ..self
+        }
+        .validated()
+    }
+
+    /// The layout a store registered as `timestamp_bits`, `worker_bits`,
+    /// `sequence_bits`, `epoch_ms`, `tick_ms` and `split_bits`: a whole
+    /// layout when `split_bits` is 0, else one datacenter's part
+    /// ([`Layout::datacenter_part`]) of the layout with `worker_bits +
+    /// split_bits` worker bits.
+    pub fn registered(
+        timestamp_bits: u8,
+        worker_bits: u8,
+        sequence_bits: u8,
+        epoch_ms: u64,
+        tick_ms: u64,
+        split_bits: u8,
+    ) -> Result<Layout, Error> {
+        let layout = Layout::with_all(
+            timestamp_bits,
+            worker_bits,
+            sequence_bits,
+            epoch_ms,
+            tick_ms,
+        )?;
+        if split_bits == 0 {
+            return Ok(layout);
+        }
+        Layout {
+            worker_bits: worker_bits.saturating_add(split_bits),
+            ..layout
+        }
+        .with_datacenter_bits(split_bits)?
+        .datacenter_part()
+    }
+
+    /// For one datacenter's part of a layout ([`Layout::datacenter_part`]):
+    /// the datacenter bits of the whole layout; 0 for a whole layout. With
+    /// [`Layout::worker_bits`] it gives the whole layout's worker bits.
+    pub fn split_bits(&self) -> u8 {
+        self.split_bits
     }
 
     fn validated(self) -> Result<Layout, Error> {

@@ -99,6 +99,7 @@ pub use grant::{
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
 pub use memory::{
     Allocator, FIRST_GRANT_LEAD_MS, MemoryAuthority, NamespaceRecord, WorkerRecord, Workers,
+    forgotten_grant,
 };
 pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
 pub use state::{ForkPolicy, LeaseLostEvent};

@@ -125,6 +125,24 @@ pub struct NamespaceRecord {
 /// that fails every call with `NotYetValid`.
 pub const FIRST_GRANT_LEAD_MS: u64 = 100;
 
+/// The forgotten-grant check, on every engine (docs/AUTHORITIES.md,
+/// "State loss"): a renewal's `not_before` is the end of the grants its
+/// holder holds, which is the worker's high-water in a store that forgot
+/// nothing. Beyond the store's high-water, it proves that the store lost a
+/// grant it made (restored from a backup or a snapshot that its identity
+/// checks cannot tell apart). `Some(why)` then: the answer is `Lost`, and
+/// a store that keeps a quarantine starts one until the holder's grants
+/// have ended (`not_before`, plus the clock-skew allowance).
+pub fn forgotten_grant(worker: u32, not_before: u64, high_water: u64) -> Option<String> {
+    (not_before > high_water).then(|| {
+        format!(
+            "worker {worker}: its holder holds grants until tick {not_before}, beyond the store's \
+             high-water (tick {high_water}): the store forgot a grant it made (restored from a \
+             backup or a snapshot?); stop issuing from them and acquire again"
+        )
+    })
+}
+
 /// The allocation rule over plain state.
 #[derive(Debug, Clone, Default)]
 pub struct Allocator {
@@ -206,8 +224,12 @@ impl Allocator {
                             rec.lease_expiry
                         )));
                     }
-                    _ => w,
+                    _ => {}
                 }
+                if let Some(why) = forgotten_grant(w, request.not_before, rec.high_water) {
+                    return Err(GrantError::Lost(why));
+                }
+                w
             }
             None => {
                 let w = pick_worker(&ns.workers, count, now).ok_or_else(|| {

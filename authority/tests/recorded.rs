@@ -1,0 +1,254 @@
+//! What every process's safety depends on is recorded in the store, on
+//! every engine (docs/AUTHORITIES.md, "State loss" and "Regions"):
+//!
+//! * the full layout with its datacenter split: a split layout and an
+//!   unsplit one whose worker bits equal the split's per-datacenter bits
+//!   never share a namespace's workers;
+//! * the longest `max_lead_ms` (and `clock_skew_ms`) any process used: a
+//!   fence by a process with the default lead still waits out the longest
+//!   grant another process may hold;
+//! * the holders' evidence: a renewal whose grants end beyond the store's
+//!   high-water proves the store forgot a grant; it is `Lost`, and nothing
+//!   is granted until those grants have ended.
+//!
+//! Each test runs on stores of its own (a state file, a PostgreSQL and a
+//! MariaDB database, a Redis database index, a throwaway etcd), since a
+//! fence or a quarantine holds a whole store.
+
+mod common;
+
+use grantid::{GrantError, GrantSource, Layout};
+use grantid_authority::open;
+
+/// One store of the test, and what removes it.
+struct Store {
+    name: &'static str,
+    url: String,
+    _guard: Option<Box<dyn std::any::Any>>,
+}
+
+/// A PostgreSQL database dropped at the end.
+struct PgDatabase {
+    admin: postgres::Client,
+    name: String,
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name));
+    }
+}
+
+/// A MariaDB database dropped at the end.
+struct MysqlDatabase {
+    server: String,
+    name: String,
+}
+
+impl Drop for MysqlDatabase {
+    fn drop(&mut self) {
+        common::mariadb_cli(&self.server, &format!("DROP DATABASE {}", self.name));
+    }
+}
+
+/// `url` with the query option `option` added.
+fn with(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
+/// Stores of every engine this machine has, each used by this test alone
+/// and declared a new deployment. `redis_db` picks the test's Redis
+/// database index.
+fn stores(tag: &str, redis_db: u8) -> Vec<Store> {
+    let mut out = vec![
+        Store {
+            name: "file",
+            url: format!("file:{}", common::temp_path(tag).display()),
+            _guard: None,
+        },
+        Store {
+            name: "static",
+            url: format!("static:1?state={}", common::temp_path(tag).display()),
+            _guard: None,
+        },
+    ];
+    let db = format!("grantid_{tag}_{:x}", common::random() >> 16);
+    if let Some(url) = common::postgres_url() {
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+        let base = url.split('?').next().unwrap();
+        out.push(Store {
+            name: "postgres",
+            url: format!("{}/{db}", base.rsplit_once('/').unwrap().0),
+            _guard: Some(Box::new(PgDatabase {
+                admin,
+                name: db.clone(),
+            })),
+        });
+    }
+    if let Some(url) = common::redis_url() {
+        let url = format!("{}/{redis_db}", url.trim_end_matches('/'));
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut c = client.get_connection().unwrap();
+        redis::cmd("FLUSHDB").query::<()>(&mut c).unwrap();
+        out.push(Store {
+            name: "redis",
+            url,
+            _guard: None,
+        });
+    }
+    if let Some(url) = common::mysql_url() {
+        common::mariadb_cli(&url, &format!("CREATE DATABASE {db}"));
+        let base = url.split('?').next().unwrap();
+        out.push(Store {
+            name: "mysql",
+            url: format!("{}/{db}", base.rsplit_once('/').unwrap().0),
+            _guard: Some(Box::new(MysqlDatabase {
+                server: url.clone(),
+                name: db.clone(),
+            })),
+        });
+    }
+    #[cfg(feature = "etcd")]
+    if common::etcd_url().is_some() {
+        let scratch = common::Scratch::new(tag);
+        let server = common::etcd(&scratch.0).expect("a throwaway etcd");
+        out.push(Store {
+            name: "etcd",
+            url: format!("etcd://127.0.0.1:{}", server.port),
+            _guard: Some(Box::new((server, scratch))),
+        });
+    }
+    for s in &out {
+        open(&s.url).unwrap().init_new_deployment().unwrap();
+    }
+    out
+}
+
+/// 1 ms ticks, 4 workers.
+fn layout() -> Layout {
+    Layout::new(41, 2, 8).unwrap()
+}
+
+/// Unix ms now.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The end of the quarantine a waiting first grant reports ("no grant
+/// before Unix ms N").
+fn quarantined_until(name: &str, r: Result<grantid::Grant, GrantError>) -> u64 {
+    let Err(GrantError::Unavailable(m)) = &r else {
+        panic!("{name}: a first grant during a quarantine waits: {r:?}");
+    };
+    let after = m
+        .split("no grant before Unix ms ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{name}: {m}"));
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
+#[test]
+fn a_split_layout_and_an_unsplit_one_never_share_a_namespace() {
+    let split = Layout::new(40, 4, 8)
+        .unwrap()
+        .with_datacenter_bits(1)
+        .unwrap();
+    // The split's per-datacenter part: 3 worker bits, as this one.
+    let unsplit = Layout::new(40, 3, 8).unwrap();
+    for s in stores("split", 11) {
+        let regional = open(&with(&s.url, "datacenter=1")).unwrap();
+        let whole = open(&s.url).unwrap();
+        for (i, (first, second)) in [(&regional, &whole), (&whole, &regional)]
+            .into_iter()
+            .enumerate()
+        {
+            let ns = common::namespace("split");
+            let layouts = if i == 0 {
+                [split, unsplit]
+            } else {
+                [unsplit, split]
+            };
+            first
+                .acquire(&common::request(&ns, 1, 1, None, 0, 10, layouts[0]))
+                .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            let r = second.acquire(&common::request(&ns, 2, 1, None, 0, 10, layouts[1]));
+            assert!(
+                matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")),
+                "{}: the second layout on one namespace is refused: {r:?}",
+                s.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_fence_waits_out_the_longest_lead_any_process_used() {
+    let l = layout();
+    for s in stores("lead", 12) {
+        let ns = common::namespace("lead");
+        let long = open(&with(&s.url, "max_lead_ms=30000")).unwrap();
+        let g = long
+            .acquire(&common::request(&ns, 1, 1, None, 0, 25_000, l))
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let end_ms = l.unix_ms_of(g.end);
+        assert!(
+            end_ms > now_ms() + 20_000,
+            "{}: a long grant: {g:?}",
+            s.name
+        );
+        // The runbook's fence, from a process with the default lead.
+        let short = open(&s.url).unwrap();
+        short.fence().unwrap();
+        let until = quarantined_until(
+            s.name,
+            short.acquire(&common::request(&ns, 2, 1, None, 0, 10, l)),
+        );
+        assert!(
+            until >= end_ms + grantid_authority::DEFAULT_CLOCK_SKEW_MS,
+            "{}: the quarantine ends at {until}, before the long grant (until {end_ms}) plus \
+             the skew allowance",
+            s.name
+        );
+    }
+}
+
+#[test]
+fn a_renewal_beyond_the_high_water_is_lost_and_quarantines() {
+    let l = layout();
+    for s in stores("forgot", 13) {
+        let ns = common::namespace("forgot");
+        let a = open(&s.url).unwrap();
+        let g = a
+            .acquire(&common::request(&ns, 1, 1, None, 0, 100, l))
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        // The holder holds grants until 5 s past what the store knows (the
+        // store was restored from a copy older than its last grants).
+        let claimed = g.end + 5_000;
+        let r = a.acquire(&common::request(&ns, 1, 2, Some(g.worker), claimed, 100, l));
+        assert!(
+            matches!(r, Err(GrantError::Lost(ref m)) if m.contains("forgot a grant")),
+            "{}: {r:?}",
+            s.name
+        );
+        let until = quarantined_until(
+            s.name,
+            a.acquire(&common::request(&ns, 2, 1, None, 0, 10, l)),
+        );
+        assert!(
+            until >= l.unix_ms_of(claimed) + grantid_authority::DEFAULT_CLOCK_SKEW_MS,
+            "{}: the quarantine ends at {until}, before the holder's grants (until {})",
+            s.name,
+            l.unix_ms_of(claimed)
+        );
+    }
+}

@@ -13,16 +13,25 @@
 //!   answers a repeated request with the grant it recorded, never a second
 //!   one.
 //! * A **lost** answer passes the server's authority's refusal through.
+//! * [`GrantSource::max_lead_ms`] is the server's authority's bounded lead
+//!   (`GrantService.Limits`), asked once per authority on a connection of
+//!   its own within `timeout_ms` and kept once the server has answered. A
+//!   server that cannot be asked, or one without `Limits` (older than it),
+//!   leaves it unknown (`None`): the generator's start-up check is then
+//!   skipped, as for a source without a bounded lead.
 //! * Each process has its own connection (and its own small single-threaded
 //!   tokio runtime that runs only inside a call): a `fork()` child connects
 //!   afresh.
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use grantid::{Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use grantid_proto::v1::acquire_response::Answer;
 use grantid_proto::v1::grant_service_client::GrantServiceClient;
-use grantid_proto::v1::{AcquireRequest, InitRequest, ReleaseRequest, StatusRequest};
+use grantid_proto::v1::{
+    AcquireRequest, InitRequest, LimitsRequest, ReleaseRequest, StatusRequest,
+};
 use tokio::runtime::Runtime;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
@@ -59,6 +68,9 @@ pub struct GrpcAuthority {
     /// This process's connection; its lock is held for the whole call, so
     /// the calls of one process run one at a time.
     conn: ForkLocal<Option<Conn>>,
+    /// The server's answer to `Limits` (its authority's `max_lead_ms`),
+    /// once it gave one.
+    lead: OnceLock<Option<u64>>,
 }
 
 impl std::fmt::Debug for GrpcAuthority {
@@ -95,6 +107,49 @@ impl GrpcAuthority {
             endpoint,
             options,
             conn: ForkLocal::new(),
+            lead: OnceLock::new(),
+        })
+    }
+
+    /// Asks the server for its authority's bounded lead, on a connection
+    /// and a thread of its own (so it never waits for another call of this
+    /// process, works inside a tokio runtime, and a panic is an error),
+    /// within `timeout_ms`.
+    fn ask_lead(&self) -> Result<Option<u64>, String> {
+        let timeout = self.options.timeout;
+        let ask = || -> Result<Option<u64>, String> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+            let answer = runtime.block_on(async {
+                let mut client = GrantServiceClient::new(self.endpoint.connect_lazy());
+                tokio::time::timeout(
+                    timeout,
+                    client.limits(with_deadline(LimitsRequest {}, timeout)),
+                )
+                .await
+            });
+            runtime.shutdown_background();
+            match answer {
+                Ok(Ok(response)) => Ok(response.into_inner().max_lead_ms),
+                Ok(Err(status)) if status.code() == Code::Unimplemented => {
+                    Err("the server does not report its authority's bounds (no Limits)".into())
+                }
+                Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
+                Err(_) => Err(format!("no answer within {timeout:?}")),
+            }
+        };
+        std::thread::scope(|s| {
+            match std::thread::Builder::new()
+                .name("grantid-grpc-limits".into())
+                .spawn_scoped(s, ask)
+            {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|_| Err("the call panicked".into())),
+                Err(e) => Err(format!("cannot start a thread: {e}")),
+            }
         })
     }
 
@@ -163,6 +218,26 @@ fn with_deadline<T>(message: T, left: Duration) -> tonic::Request<T> {
 }
 
 impl GrantSource for GrpcAuthority {
+    /// The server's authority's bounded lead; `None` when it has none or
+    /// when it is unknown (see the module docs). Never blocks longer than
+    /// `timeout_ms`.
+    fn max_lead_ms(&self) -> Option<u64> {
+        if let Some(known) = self.lead.get() {
+            return *known;
+        }
+        match self.ask_lead() {
+            Ok(lead) => *self.lead.get_or_init(|| lead),
+            Err(why) => {
+                log::warn!(
+                    target: "grantid",
+                    "event=max_lead_unknown authority=grpc://{} error={why:?}",
+                    self.addr
+                );
+                None
+            }
+        }
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         let wire = AcquireRequest {
             request: Some(request.into()),
@@ -429,6 +504,15 @@ mod tests {
             .unwrap();
         let inside = rt.block_on(async { a.acquire(&request()) });
         assert!(matches!(inside, Err(GrantError::Unavailable(_))));
+        // The bounded lead of a server that cannot be asked is unknown,
+        // within the timeout, and not kept: a later call asks again.
+        for _ in 0..2 {
+            let t0 = Instant::now();
+            assert_eq!(a.max_lead_ms(), None);
+            assert_eq!(rt.block_on(async { a.max_lead_ms() }), None);
+            assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        }
+        assert_eq!(a.lead.get(), None);
         a.release(&Grant {
             namespace: "ns".into(),
             worker: 0,
@@ -437,5 +521,20 @@ mod tests {
             start: 0,
             end: 1,
         });
+        // A server that takes the connection and never answers: unknown
+        // once timeout_ms has passed.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let options = Options {
+            timeout: Duration::from_millis(300),
+            ..Options::default()
+        };
+        let a = GrpcAuthority::new(&silent.local_addr().unwrap().to_string(), options).unwrap();
+        let t0 = Instant::now();
+        assert_eq!(a.max_lead_ms(), None);
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
     }
 }

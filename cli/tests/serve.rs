@@ -1033,3 +1033,51 @@ fn grants_of_a_static_authority_without_state_are_refused() {
     assert!(err.contains("without a state file"), "{err}");
     kill_9(&mut srv);
 }
+
+/// A `grpc://` client makes the start-up horizon check of the server's
+/// authority (issue 27, item 4): behind a server whose store bounds the
+/// lead at 2,000 ms, the default horizon (5,000 + 1,000 ms) exits 17 at
+/// once with both numbers, as on the store's own URL; a horizon inside the
+/// lead is served.
+#[test]
+fn a_horizon_past_the_servers_bounded_lead_is_refused_at_start() {
+    let dir = scratch("lead");
+    let port = free_port();
+    let store = format!("file:{}?max_lead_ms=2000", dir.join("state.json").display());
+    let srv = server_with_args(
+        port,
+        &store,
+        &["--horizon-ms", "1000", "--grant-duration-ms", "500"],
+    );
+    let url = format!("grpc://127.0.0.1:{port}");
+    let next = |authority: &str, args: &[&str]| {
+        Command::new(BIN)
+            .args(["next", "-n", "1", "--authority", authority])
+            .args(["--namespace", "lead", "--timeout-ms", "5000"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for authority in [url.as_str(), store.as_str()] {
+        let t0 = Instant::now();
+        let out = next(authority, &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(17), "{authority}: {err}");
+        assert!(
+            err.contains("horizon_ms (5000) + grant_duration_ms (1000)")
+                && err.contains("max_lead_ms (2000)"),
+            "{authority}: {err}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+    }
+    let out = next(
+        &url,
+        &["--horizon-ms", "1000", "--grant-duration-ms", "500"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    finish(srv, &dir);
+}

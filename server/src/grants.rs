@@ -3,7 +3,9 @@
 //! server adds no rule of its own: the authority allocates, records, and
 //! answers a retried (incarnation, request_id) with the recorded grant.
 //! `Status` and `Init` are the authority's own `status` and `init`, so
-//! `grantid authority status|init grpc://...` work from anywhere.
+//! `grantid authority status|init grpc://...` work from anywhere; `Limits`
+//! is its bounded lead (`max_lead_ms`), so a `grpc://` generator's
+//! start-up check is the one it would make on the store's own URL.
 
 use std::sync::Arc;
 
@@ -12,8 +14,8 @@ use grantid_authority::{Authority, WorkerStatus};
 use grantid_proto::v1::acquire_response::Answer;
 use grantid_proto::v1::grant_service_server::GrantService;
 use grantid_proto::v1::{
-    AcquireRequest, AcquireResponse, InitRequest, InitResponse, ReleaseRequest, ReleaseResponse,
-    StatusRequest, StatusResponse,
+    AcquireRequest, AcquireResponse, InitRequest, InitResponse, LimitsRequest, LimitsResponse,
+    ReleaseRequest, ReleaseResponse, StatusRequest, StatusResponse,
 };
 use grantid_proto::{grant_from_proto, grant_request_from_proto};
 use tonic::{Request, Response, Status};
@@ -32,6 +34,7 @@ pub struct GrantForwarder {
     release: MethodMetrics,
     status: MethodMetrics,
     init: MethodMetrics,
+    limits: MethodMetrics,
 }
 
 impl std::fmt::Debug for GrantForwarder {
@@ -49,6 +52,7 @@ impl GrantForwarder {
             release: MethodMetrics::new("Release"),
             status: MethodMetrics::new("Status"),
             init: MethodMetrics::new("Init"),
+            limits: MethodMetrics::new("Limits"),
         }
     }
 
@@ -196,6 +200,21 @@ impl GrantService for GrantForwarder {
             .blocking("init", Class::New, |a| a.init())
             .await
             .map(|report| InitResponse { report });
+        call.done(result_code(&r));
+        r.map(Response::new)
+    }
+
+    async fn limits(
+        &self,
+        _request: Request<LimitsRequest>,
+    ) -> Result<Response<LimitsResponse>, Status> {
+        let call = self.limits.start();
+        // Asked of a session, not kept: a `grpc://` authority (a chained
+        // server) learns its upstream's lead with a call of its own.
+        let r = self
+            .blocking("limits", Class::New, |a| Ok(a.max_lead_ms()))
+            .await
+            .map(|max_lead_ms| LimitsResponse { max_lead_ms });
         call.done(result_code(&r));
         r.map(Response::new)
     }

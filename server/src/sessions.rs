@@ -39,10 +39,10 @@ pub(crate) enum Class {
     /// A renewal or a release: what keeps a live process issuing, and what
     /// frees a worker. May use every session.
     Renewal,
-    /// A first grant (any free worker), `Status`, `Init`. May use at most
-    /// half the sessions (at least one), so that however many starts a
-    /// fleet retries at once (a saturated fleet retries its starts for
-    /// seconds), renewals always find a session.
+    /// A first grant (any free worker), `Status`, `Init`, `Limits`. May
+    /// use at most half the sessions (at least one), so that however many
+    /// starts a fleet retries at once (a saturated fleet retries its starts
+    /// for seconds), renewals always find a session.
     New,
 }
 

@@ -332,6 +332,23 @@ class GrantServiceTest(unittest.TestCase):
         self.assertEqual(list(g.Status(pb.StatusRequest(namespace="none-such")).workers), [])
         self.assertIn("state file", g.Init(pb.InitRequest(), timeout=5).report)
 
+    def test_limits_report_the_authoritys_bounded_lead(self):
+        # The file authority's default max_lead_ms; static:N has none (unset).
+        limits = self.server.grants.Limits(pb.LimitsRequest(), timeout=5)
+        self.assertTrue(limits.HasField("max_lead_ms"))
+        self.assertEqual(limits.max_lead_ms, 7000)
+        d = tempfile.mkdtemp()
+        lead = Server(authority=f"file:{d}/state.json?max_lead_ms=9000", namespace="lead")
+        try:
+            self.assertEqual(lead.grants.Limits(pb.LimitsRequest(), timeout=5).max_lead_ms, 9000)
+        finally:
+            self.assertEqual(lead.stop(), 0)
+        static = Server(authority=f"static:1?state={d}/static.json", namespace="lead")
+        try:
+            self.assertFalse(static.grants.Limits(pb.LimitsRequest(), timeout=5).HasField("max_lead_ms"))
+        finally:
+            self.assertEqual(static.stop(), 0)
+
 
 class EdgeTest(unittest.TestCase):
     def test_no_sequence_left_is_resource_exhausted(self):
@@ -472,6 +489,8 @@ class ShutdownTest(unittest.TestCase):
         b = Server("--grant-duration-ms", "200", "--horizon-ms", "600",
                    authority=f"grpc://127.0.0.1:{a.port}?timeout_ms=200", namespace="chained")
         try:
+            # B reports A's authority's bounded lead.
+            self.assertEqual(b.grants.Limits(pb.LimitsRequest(), timeout=5).max_lead_ms, 7000)
             before = b.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
             a.proc.kill()
             a.proc.wait()

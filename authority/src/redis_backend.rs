@@ -118,8 +118,9 @@ impl RedisAuthority {
     }
 }
 
-/// Reads the server's eviction and persistence settings (on every new
-/// connection and at `init`). An evicting `maxmemory-policy` is refused: an
+/// Reads the server's eviction, cluster and persistence settings (on every
+/// new connection and at `init`). A server in cluster mode is refused
+/// (below). An evicting `maxmemory-policy` is refused: an
 /// evicted worker hash is a forgotten high-water mark, and the worker would
 /// be granted again over a live interval. Returns a one-line report of
 /// `maxmemory-policy`, `appendonly` and `appendfsync` (durability is the
@@ -145,6 +146,19 @@ fn check_persistence(c: &mut Connection) -> Result<String, GrantError> {
             "redis: maxmemory-policy is {policy}: Redis may evict a worker's record and \
              forget its high-water mark (duplicate IDs); set maxmemory-policy noeviction"
         )));
+    }
+    // Redis Cluster: the script reads and writes a namespace's keys and the
+    // store's record (`grantid:store`) in one call, which a cluster refuses
+    // across hash slots; refused by name instead of failing every call.
+    let cluster = info("cluster", c)?;
+    if field(&cluster, "cluster_enabled").as_deref() == Some("1") {
+        return Err(GrantError::Refused(
+            "redis: the server runs in cluster mode (cluster_enabled:1), which the Redis \
+             authority does not support: one grant reads and writes the namespace's keys and \
+             the store's record in one script, across hash slots; use a standalone primary \
+             (with replicas, and Sentinel for failover)"
+                .into(),
+        ));
     }
     let persistence = info("persistence", c)?;
     let aof = field(&persistence, "aof_enabled").unwrap_or_default();
@@ -200,12 +214,13 @@ impl GrantSource for RedisAuthority {
             .arg(l.tick_ms())
             .arg(grace)
             .arg(self.now_arg())
-            .arg(self.options.log_max);
+            .arg(self.options.log_max)
+            .arg("")
+            .arg(self.options.max_lead_ms)
+            .arg(self.options.clock_skew_ms)
+            .arg(l.split_bits());
         let reply: Vec<String> = self.with_conn(|c| {
             invocation
-                .arg("")
-                .arg(self.options.max_lead_ms)
-                .arg(self.options.clock_skew_ms)
                 .invoke(c)
                 .map_err(|e| unavailable("script failed", e))
         })?;

@@ -1,6 +1,7 @@
 //! Redis's eviction policy is checked at `init` and on first use: an
 //! evicting policy is refused. Its own test binary, because it changes the
 //! shared test server's configuration (test binaries run one at a time).
+//! A Redis Cluster (three masters of its own) is refused by name.
 
 mod common;
 
@@ -58,6 +59,76 @@ fn an_evicting_policy_is_refused_at_init_and_on_first_use() {
     ));
     assert!(
         matches!(r, Err(GrantError::Refused(ref m)) if m.contains("noeviction")),
+        "{r:?}"
+    );
+}
+
+/// A real 3-master Redis Cluster, on free ports, of this test alone.
+fn cluster(dir: &std::path::Path) -> Option<Vec<common::Server>> {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let port = common::free_port();
+        let own = dir.join(format!("node{i}"));
+        std::fs::create_dir_all(&own).unwrap();
+        let args = vec![
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--dir".into(),
+            own.display().to_string(),
+            "--cluster-enabled".into(),
+            "yes".into(),
+            "--cluster-config-file".into(),
+            own.join("nodes.conf").display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+        ];
+        nodes.push(common::Server::start("redis-server", args, port)?);
+    }
+    let mut create = std::process::Command::new("redis-cli");
+    create.args(["--cluster", "create"]);
+    for n in &nodes {
+        create.arg(format!("127.0.0.1:{}", n.port));
+    }
+    let out = create
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Some(nodes)
+}
+
+#[test]
+fn a_redis_cluster_is_refused_by_name_at_init_and_at_start() {
+    if common::redis_url().is_none() {
+        return;
+    }
+    let scratch = common::Scratch::new("redis-cluster");
+    let Some(nodes) = cluster(&scratch.0) else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}/", nodes[0].port);
+    let e = open(&url).unwrap().init().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("cluster mode"), "{e}");
+    let r = from_url(&url).unwrap().acquire(&common::request(
+        &common::namespace("cluster"),
+        1,
+        1,
+        None,
+        0,
+        10,
+        common::small_layout(),
+    ));
+    assert!(
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("cluster mode")),
         "{r:?}"
     );
 }

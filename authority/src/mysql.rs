@@ -453,7 +453,7 @@ mod tests {
             Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2)")
         );
         assert!(
-            MYSQL_SQL_V1.contains(&format!("VALUES ({SCHEMA_VERSION})")),
+            MYSQL_SQL_V1.contains(&format!(", ({SCHEMA_VERSION});")),
             "SCHEMA_VERSION matches the script"
         );
     }

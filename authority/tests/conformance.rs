@@ -83,7 +83,7 @@ fn expired_lease_is_recycled(kind: Kind) {
     let workers: Vec<u32> = first.iter().map(|g| g.worker).collect();
     assert_eq!(workers, [0, 1, 2, 3], "never-used workers first");
     let far = s
-        .acquire(&request(&ns, 1, 2, Some(0), 5_000, 10, l))
+        .acquire(&request(&ns, 1, 2, Some(0), first[0].end, 4_000, l))
         .unwrap();
     assert_eq!(far.end, 5_010);
     let full = s.acquire(&request(&ns, 9, 1, None, 0, 10, l));
@@ -190,7 +190,7 @@ fn usable_now_goes_first_and_a_far_first_grant_waits(kind: Kind) {
     // Worker 0 renews far ahead, then is released first; worker 1 is
     // released later but is usable now.
     let far = s
-        .acquire(&request(&ns, 1, 2, Some(0), 3_000, 10, l))
+        .acquire(&request(&ns, 1, 2, Some(0), first[0].end, 2_000, l))
         .unwrap();
     assert_eq!(far.end, 3_010);
     clock.set(ms(1_020));

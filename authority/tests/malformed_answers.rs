@@ -58,14 +58,14 @@ fn database() -> Option<(Database, PgAuthority, postgres::Client)> {
     Some((db, authority, client))
 }
 
-/// Replaces `grantid.acquire` (the 13-argument one the adapter calls) by a
+/// Replaces `grantid.acquire` (the 14-argument one the adapter calls) by a
 /// function that returns the row of table `grantid.hostile`.
 fn install_hostile_acquire(c: &mut postgres::Client) {
     let args: String = c
         .query_one(
             "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p \
              WHERE p.pronamespace = 'grantid'::regnamespace AND p.proname = 'acquire' \
-               AND p.pronargs = 13",
+               AND p.pronargs = 14",
             &[],
         )
         .unwrap()

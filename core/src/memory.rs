@@ -601,6 +601,19 @@ mod tests {
     }
 
     #[test]
+    fn a_renewal_beyond_the_high_water_is_lost() {
+        let mut a = Allocator::new(5);
+        let g = a.allocate(&req(1, 1, None, 0, 100), 100).unwrap();
+        let r = a.allocate(&req(1, 2, Some(g.worker), g.end + 1, 101), 101);
+        assert!(
+            matches!(r, Err(GrantError::Lost(ref m)) if m.contains("forgot a grant")),
+            "{r:?}"
+        );
+        a.allocate(&req(1, 3, Some(g.worker), g.end, 101), 101)
+            .unwrap();
+    }
+
+    #[test]
     fn workers_are_kept_sparsely() {
         let mut a = Allocator::new(5);
         let mut r = req(1, 1, None, 0, 100);
@@ -622,7 +635,9 @@ mod tests {
         for inc in 0..4 {
             gs.push(a.allocate(&req(inc, 1, None, 0, 100), 100).unwrap());
         }
-        let far = a.allocate(&req(0, 2, Some(0), 2_000, 100), 100).unwrap();
+        let mut long = req(0, 2, Some(0), gs[0].end, 100);
+        long.duration = 1_900;
+        let far = a.allocate(&long, 100).unwrap();
         a.release(&far, 101);
         a.release(&gs[1], 101);
         // Worker 0 was released first, but its high-water (2,010) is ahead;

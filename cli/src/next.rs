@@ -73,6 +73,9 @@ pub fn run(a: NextArgs) -> Result<(), Failure> {
         for &id in ids.iter() {
             output::id(&mut out, a.format, &layout, id, false)?;
         }
+        // Written as issued: a reader of the stream (or of a file the
+        // process is killed on) has every batch the generator handed out.
+        out.flush()?;
         left -= ids.len() as u64;
     }
     out.flush()?;

@@ -23,6 +23,7 @@
 
 pub mod args;
 pub mod check;
+pub mod deploy;
 pub mod faults;
 pub mod fleet;
 pub mod harness;

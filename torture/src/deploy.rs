@@ -1,0 +1,919 @@
+//! The deployment fuzzer (docs/RELIABILITY.md, "Deployment fuzzer").
+//!
+//! Each case draws a deployment from the configurations grantid accepts,
+//! runs it as an operator would, and injects faults while it runs:
+//!
+//! * an engine: `file:`, `static:N?state=`, PostgreSQL, Redis, MariaDB,
+//!   etcd, or `grpc://` through one or two `grantid serve` over `file:` or
+//!   Redis;
+//! * 2 to 5 processes, each a `grantid next` with options of its own: the
+//!   layout (worker, sequence and datacenter bits, tick; sometimes another
+//!   layout than the others on the same namespace), `datacenter=`,
+//!   `max_lead_ms`, `clock_skew_ms`, horizon and grant length, the state
+//!   path spelled in one of several ways (absolute, through a symbolic link
+//!   to the file or to its directory, with `.` or `..`, under
+//!   `/proc/self/root`), and a namespace shared with the others or not;
+//! * a fault schedule: kill -9 and restart of a process, SIGSTOP across a
+//!   quarantine, a server restart (PostgreSQL crash, Redis restarted empty
+//!   or from a stale snapshot, a `grantid serve` killed and started again),
+//!   a state file deleted or restored from an earlier copy.
+//!
+//! The invariant: every ID any process of the case printed is unique among
+//! the IDs of its namespace (a process refused at start prints none). A
+//! case that breaks it prints its seed; `deploy-fuzz --seed S --cases 1`
+//! runs it again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::pgserver::{PgServer, StopMode, free_port};
+use crate::redisserver::RedisServer;
+
+/// The engines a case can draw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Engine {
+    File,
+    Static,
+    Postgres,
+    Redis,
+    Mysql,
+    Etcd,
+    GrpcFile,
+    GrpcRedis,
+    /// Two `grantid serve` on two hosts (a home directory each) without
+    /// `--authority`.
+    GrpcDefault,
+    /// `grantid serve --authority static:N` without a state file.
+    GrpcStatic,
+}
+
+impl Engine {
+    const ALL: [Engine; 10] = [
+        Engine::File,
+        Engine::Static,
+        Engine::Postgres,
+        Engine::Redis,
+        Engine::Mysql,
+        Engine::Etcd,
+        Engine::GrpcFile,
+        Engine::GrpcRedis,
+        Engine::GrpcDefault,
+        Engine::GrpcStatic,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Engine::File => "file",
+            Engine::Static => "static",
+            Engine::Postgres => "postgres",
+            Engine::Redis => "redis",
+            Engine::Mysql => "mysql",
+            Engine::Etcd => "etcd",
+            Engine::GrpcFile => "grpc-file",
+            Engine::GrpcRedis => "grpc-redis",
+            Engine::GrpcDefault => "grpc-default",
+            Engine::GrpcStatic => "grpc-static",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct FuzzConfig {
+    /// The first case's seed; case `i` has seed `seed + i`.
+    pub seed: u64,
+    /// How many cases (at most).
+    pub cases: u64,
+    /// Stop starting cases after this long.
+    pub duration: Option<Duration>,
+    /// How long the processes of one case run.
+    pub case_ms: u64,
+    /// The `grantid` binary.
+    pub grantid: PathBuf,
+    /// The engines to draw from (those this machine has).
+    pub engines: Vec<Engine>,
+    /// Keep every case's files (not only a failing case's).
+    pub keep: bool,
+}
+
+pub const HELP: &str = "deploy-fuzz: draws deployments, runs them with faults, and checks that no ID repeats
+
+Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
+                   [--grantid PATH] [--engines file,static,postgres,redis,mysql,etcd,grpc-file,grpc-redis]
+
+  --seed S        the first case's seed (default: random); case i runs seed S+i,
+                  and `--seed S --cases 1` replays one case
+  --cases N       at most N cases (default 1000000)
+  --duration-s S  start no case after S seconds (default: none)
+  --case-ms MS    how long each case's processes run (default 4000)
+  --grantid PATH  the grantid binary (default: beside this one)
+  --keep          keep every case's files (a failing case's are always kept)
+  --engines LIST  the engines to draw (default: all; mysql and etcd need
+                  GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL, grpc needs
+                  the binary's etcd-free serve)
+";
+
+impl FuzzConfig {
+    /// Parses the command line; `Ok(None)` for `--help`.
+    pub fn from_argv(args: impl Iterator<Item = String>) -> Result<Option<FuzzConfig>, String> {
+        let mut c = FuzzConfig {
+            seed: fastrand::u64(..1 << 48),
+            cases: 1_000_000,
+            duration: None,
+            case_ms: 4_000,
+            grantid: std::env::current_exe()
+                .ok()
+                .and_then(|p| Some(p.parent()?.join("grantid")))
+                .unwrap_or_else(|| PathBuf::from("grantid")),
+            engines: Engine::ALL.to_vec(),
+            keep: false,
+        };
+        let mut args = args.peekable();
+        while let Some(a) = args.next() {
+            let mut value = || args.next().ok_or(format!("{a} needs a value"));
+            let number = |v: String| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{a}: {v:?} is not a number"))
+            };
+            match a.as_str() {
+                "--help" | "-h" => return Ok(None),
+                "--seed" => c.seed = number(value()?)?,
+                "--cases" => c.cases = number(value()?)?,
+                "--duration-s" => c.duration = Some(Duration::from_secs(number(value()?)?)),
+                "--case-ms" => c.case_ms = number(value()?)?.max(1_000),
+                "--grantid" => c.grantid = PathBuf::from(value()?),
+                "--keep" => c.keep = true,
+                "--engines" => {
+                    c.engines = value()?
+                        .split(',')
+                        .map(|e| Engine::parse(e).ok_or(format!("unknown engine {e:?}")))
+                        .collect::<Result<_, _>>()?;
+                }
+                _ => return Err(format!("unknown argument {a:?}")),
+            }
+        }
+        Ok(Some(c))
+    }
+}
+
+/// One process of a case: the arguments of its `grantid next` (after the
+/// authority) and which namespace it issues in.
+#[derive(Debug, Clone)]
+struct ProcSpec {
+    authority: String,
+    namespace: String,
+    args: Vec<String>,
+    /// A short description for the report.
+    label: String,
+    /// Another layout than the case's on the namespace, if drawn.
+    variant: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// SIGKILL a process and start it again.
+    KillRestart(usize),
+    /// SIGSTOP a process for this many ms.
+    Stop(usize, u64),
+    /// Copy the state file (a backup) / the Redis dump (`SAVE`).
+    Backup,
+    /// Delete the state file.
+    FileDelete,
+    /// Put back the copy taken by the last `Backup`.
+    FileRestore,
+    /// SIGKILL the Redis server and start it empty.
+    RedisEmpty,
+    /// SIGKILL the Redis server and start it from the last `SAVE`.
+    RedisStale,
+    /// Crash PostgreSQL (immediate stop) and start it again.
+    PgCrash,
+    /// SIGKILL a `grantid serve` and start it again on its port.
+    ServeRestart(usize),
+}
+
+/// A drawn case.
+struct Case {
+    seed: u64,
+    engine: Engine,
+    procs: Vec<ProcSpec>,
+    /// (ms after the start, fault), in time order.
+    faults: Vec<(u64, Fault)>,
+    /// The `grantid serve` authorities (grpc engines): one or two servers.
+    serve: Vec<String>,
+}
+
+/// What a run saw.
+#[derive(Debug, Default)]
+pub struct FuzzOutcome {
+    pub cases: u64,
+    pub ids: u64,
+    pub processes: u64,
+    pub refused: u64,
+    /// Cases per engine.
+    pub engines: BTreeMap<&'static str, u64>,
+    /// How often each fault was injected.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// How often each drawn dimension was used.
+    pub covered: BTreeMap<&'static str, u64>,
+    /// Why processes were refused at start.
+    pub refusals: BTreeMap<&'static str, u64>,
+    /// Cases whose `grantid serve` refused to start.
+    pub refused_deployments: u64,
+    /// One line per broken case (with its seed).
+    pub failures: Vec<String>,
+}
+
+/// The servers a run keeps across cases.
+struct Shared {
+    pg: Option<PgServer>,
+    mysql: Option<String>,
+    etcd: Option<String>,
+}
+
+/// Runs cases until `config.cases` or `config.duration`.
+pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
+    let work = std::env::temp_dir().join(crate::scratch_name("grantid-deploy-fuzz"));
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let mut engines = config.engines.clone();
+    let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+    let mut shared = Shared {
+        pg: None,
+        mysql: env("GRANTID_TEST_MYSQL_URL"),
+        etcd: env("GRANTID_TEST_ETCD_URL"),
+    };
+    if engines.contains(&Engine::Postgres) {
+        match PgServer::start() {
+            Ok(pg) => {
+                declare_new(config, &pg.url())?;
+                shared.pg = Some(pg);
+            }
+            Err(e) => {
+                eprintln!("deploy-fuzz: no PostgreSQL ({e}); its cases are left out");
+                engines.retain(|e| *e != Engine::Postgres);
+            }
+        }
+    }
+    if shared.mysql.is_none() {
+        engines.retain(|e| *e != Engine::Mysql);
+    }
+    if shared.etcd.is_none() {
+        engines.retain(|e| *e != Engine::Etcd);
+    }
+    if engines.is_empty() {
+        return Err("no engine to draw from".into());
+    }
+    let started = Instant::now();
+    let mut outcome = FuzzOutcome::default();
+    for i in 0..config.cases {
+        if config.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        let seed = config.seed.wrapping_add(i);
+        let dir = work.join(format!("case-{seed}"));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let case = draw(seed, &engines, &dir, &shared);
+        let line = run_case(config, &case, &dir, &mut shared, &mut outcome)?;
+        println!("{line}");
+        if outcome.failures.is_empty() && !config.keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    if outcome.failures.is_empty() && !config.keep {
+        let _ = std::fs::remove_dir_all(&work);
+    } else {
+        eprintln!(
+            "deploy-fuzz: the failing cases' files are in {}",
+            work.display()
+        );
+    }
+    Ok(outcome)
+}
+
+fn pick<T: Copy>(rng: &mut fastrand::Rng, from: &[T]) -> T {
+    from[rng.usize(..from.len())]
+}
+
+/// Adds `key=value` to a URL's query.
+fn with(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
+/// Draws case `seed`.
+fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let engine = pick(&mut rng, engines);
+    // The layout every process starts from: few workers (so they are
+    // recycled), few sequence bits and ticks of 1 to 4 ms (so a process
+    // prints a few thousand IDs a second).
+    let worker_bits: u8 = rng.u8(2..=4);
+    let sequence_bits: u8 = rng.u8(1..=4);
+    let tick: u64 = rng.u64(1..=4);
+    let split: u8 = if rng.u8(..10) < 3 { 1 } else { 0 };
+    let shared_ns = rng.u8(..10) < 8;
+    let tag = format!("{seed:x}");
+    let state = dir.join("state").join("state.json");
+    let _ = std::fs::create_dir_all(dir.join("state"));
+    let _ = std::os::unix::fs::symlink(&state, dir.join("link.json"));
+    let _ = std::os::unix::fs::symlink(dir.join("state"), dir.join("statelink"));
+    let spellings = [
+        state.clone(),
+        dir.join("link.json"),
+        dir.join("statelink").join("state.json"),
+        dir.join("state").join(".").join("state.json"),
+        dir.join("state")
+            .join("..")
+            .join("state")
+            .join("state.json"),
+        Path::new("/proc/self/root").join(state.strip_prefix("/").unwrap_or(&state)),
+    ];
+    let store_url = |rng: &mut fastrand::Rng| -> String {
+        match engine {
+            Engine::File | Engine::GrpcFile => {
+                format!("file:{}", spellings[rng.usize(..spellings.len())].display())
+            }
+            Engine::Static => format!(
+                "static:{}?state={}",
+                rng.u8(..2),
+                spellings[rng.usize(..spellings.len())].display()
+            ),
+            Engine::Postgres => shared.pg.as_ref().map(|p| p.url()).unwrap_or_default(),
+            // The Redis server is started by the case (its port is set then).
+            Engine::Redis | Engine::GrpcRedis => "redis://127.0.0.1:REDIS_PORT/".to_owned(),
+            Engine::Mysql => shared.mysql.clone().unwrap_or_default(),
+            Engine::Etcd => shared.etcd.clone().unwrap_or_default(),
+            // No --authority: the server's default.
+            Engine::GrpcDefault => String::new(),
+            Engine::GrpcStatic => format!("static:{}", rng.u8(..2)),
+        }
+    };
+    let lead = |rng: &mut fastrand::Rng, url: String| -> String {
+        let mut url = url;
+        if let Some(ms) = pick(rng, &[None, Some(1_500u64), Some(3_000), Some(6_000)]) {
+            url = with(&url, &format!("max_lead_ms={ms}"));
+        }
+        if rng.bool() {
+            url = with(&url, "clock_skew_ms=200");
+        }
+        url
+    };
+    let grpc = matches!(
+        engine,
+        Engine::GrpcFile | Engine::GrpcRedis | Engine::GrpcDefault | Engine::GrpcStatic
+    );
+    let serve: Vec<String> = if grpc {
+        let servers = if engine == Engine::GrpcDefault {
+            2
+        } else {
+            rng.usize(1..=2)
+        };
+        (0..servers)
+            .map(|_| match store_url(&mut rng) {
+                url if url.is_empty() => url,
+                url => lead(&mut rng, url),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let count = rng.usize(2..=5);
+    let mut procs = Vec::new();
+    for p in 0..count {
+        let namespace = if shared_ns || p % 2 == 0 {
+            format!("fz-{tag}-a")
+        } else {
+            format!("fz-{tag}-b")
+        };
+        let mut authority = if grpc {
+            format!("grpc://SERVE_{}", rng.usize(..serve.len()))
+        } else {
+            let url = store_url(&mut rng);
+            lead(&mut rng, url)
+        };
+        let (mut wb, mut sb, mut tk, mut dcb) = (worker_bits, sequence_bits, tick, split);
+        // Now and then a process with another layout on the namespace.
+        let variant = if rng.u8(..10) < 2 {
+            Some(match rng.u8(..3) {
+                0 if dcb == 1 => {
+                    // The split's per-datacenter part as a whole layout.
+                    wb = worker_bits - 1;
+                    dcb = 0;
+                    "the split's part, unsplit"
+                }
+                1 => {
+                    tk += 1;
+                    "another tick"
+                }
+                _ => {
+                    sb = if sb > 1 { sb - 1 } else { sb + 1 };
+                    "other sequence bits"
+                }
+            })
+        } else {
+            None
+        };
+        let mut label = variant.map_or_else(String::new, |v| format!("({v}) "));
+        if dcb == 1 {
+            authority = with(&authority, &format!("datacenter={}", rng.u8(..2)));
+        }
+        let horizon = pick(&mut rng, &[300u64, 800, 2_000]);
+        let grant = pick(
+            &mut rng,
+            &[200u64, 300, 500, 800, 1_000].map(|g| g.min(horizon)),
+        );
+        let args = vec![
+            "--timestamp-bits".into(),
+            "40".into(),
+            "--worker-bits".into(),
+            (wb + dcb).to_string(),
+            "--sequence-bits".into(),
+            sb.to_string(),
+            "--datacenter-bits".into(),
+            dcb.to_string(),
+            "--tick-ms".into(),
+            tk.to_string(),
+            "--horizon-ms".into(),
+            horizon.to_string(),
+            "--grant-duration-ms".into(),
+            grant.to_string(),
+        ];
+        let _ = write!(
+            label,
+            "{authority} ns={namespace} layout={}/{}/{}/{tk}ms dc_bits={dcb} horizon={horizon} grant={grant}",
+            wb + dcb,
+            sb,
+            40
+        );
+        procs.push(ProcSpec {
+            authority,
+            namespace,
+            args,
+            label,
+            variant,
+        });
+    }
+    // The faults: two to four, at random times after the first half second.
+    let mut faults = Vec::new();
+    let mut backed_up = false;
+    for _ in 0..rng.usize(2..=4) {
+        let at = rng.u64(500..3_500);
+        let p = rng.usize(..count);
+        let store_faults: &[Fault] = match engine {
+            Engine::File | Engine::Static | Engine::GrpcFile => {
+                &[Fault::Backup, Fault::FileDelete, Fault::FileRestore]
+            }
+            Engine::Redis | Engine::GrpcRedis => {
+                &[Fault::Backup, Fault::RedisEmpty, Fault::RedisStale]
+            }
+            Engine::Postgres => &[Fault::PgCrash],
+            Engine::Mysql | Engine::Etcd | Engine::GrpcDefault | Engine::GrpcStatic => &[],
+        };
+        let fault = match rng.u8(..10) {
+            0..=3 => Fault::KillRestart(p),
+            4..=5 => Fault::Stop(p, pick(&mut rng, &[1_000u64, 3_000, 9_000])),
+            6 if grpc => Fault::ServeRestart(rng.usize(..serve.len())),
+            _ if !store_faults.is_empty() => pick(&mut rng, store_faults),
+            _ => Fault::KillRestart(p),
+        };
+        match fault {
+            Fault::Backup => backed_up = true,
+            Fault::FileRestore | Fault::RedisStale if !backed_up => {
+                faults.push((at.saturating_sub(400), Fault::Backup));
+                backed_up = true;
+            }
+            _ => {}
+        }
+        faults.push((at, fault));
+    }
+    faults.sort_by_key(|(at, _)| *at);
+    Case {
+        seed,
+        engine,
+        procs,
+        faults,
+        serve,
+    }
+}
+
+/// `grantid authority init --new-deployment URL`: a store that never
+/// issued an ID starts without a quarantine.
+fn declare_new(config: &FuzzConfig, url: &str) -> Result<(), String> {
+    let out = Command::new(&config.grantid)
+        .args(["authority", "init", "--new-deployment", url])
+        .output()
+        .map_err(|e| format!("{}: {e}", config.grantid.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "grantid authority init --new-deployment {url}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A running `grantid next` (or `grantid serve`).
+struct Running {
+    child: Child,
+    out: PathBuf,
+    stopped_until: Option<Instant>,
+}
+
+fn spawn_next(
+    config: &FuzzConfig,
+    spec: &ProcSpec,
+    authority: &str,
+    out: &Path,
+) -> Result<Running, String> {
+    let stdout = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let stderr = std::fs::File::create(out.with_extension("err"))
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    let child = Command::new(&config.grantid)
+        .args([
+            "next",
+            "-n",
+            "1000000000000",
+            "--format",
+            "dec",
+            "--timeout-ms",
+            "20000",
+        ])
+        .args(["--authority", authority, "--namespace", &spec.namespace])
+        .args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", config.grantid.display()))?;
+    Ok(Running {
+        child,
+        out: out.to_owned(),
+        stopped_until: None,
+    })
+}
+
+/// Starts `grantid serve` (without `--authority` when `authority` is
+/// empty) on `port`, with `host` as its home (its own state directory, as
+/// on a host of its own); `None` when it exits before it listens (refused
+/// at start).
+fn spawn_serve(
+    config: &FuzzConfig,
+    authority: &str,
+    port: u16,
+    host: &Path,
+) -> Result<Option<Child>, String> {
+    let _ = std::fs::create_dir_all(host);
+    let log = host.join(format!("serve.{}.log", fastrand::u32(..)));
+    let stderr = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut cmd = Command::new(&config.grantid);
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
+    if !authority.is_empty() {
+        cmd.args(["--authority", authority]);
+    }
+    let mut child = cmd
+        // The server's own generator fits in the shortest lead drawn.
+        .args(["--horizon-ms", "300", "--grant-duration-ms", "200"])
+        .env("HOME", host)
+        .env("XDG_STATE_HOME", host.join("state"))
+        .env_remove("GRANTID_AUTHORITY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| format!("{}: {e}", config.grantid.display()))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(_)) = child.try_wait() {
+            return Ok(None);
+        }
+        if Instant::now() > deadline {
+            kill(&mut child);
+            return Err(format!("grantid serve did not listen on {port}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Some(child))
+}
+
+fn signal(child: &Child, sig: i32) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: kill(2) on our own child's pid; no memory is touched.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Runs one case and checks it; returns its report line.
+fn run_case(
+    config: &FuzzConfig,
+    case: &Case,
+    dir: &Path,
+    shared: &mut Shared,
+    outcome: &mut FuzzOutcome,
+) -> Result<String, String> {
+    let mut redis = match case.engine {
+        Engine::Redis | Engine::GrpcRedis => Some(RedisServer::start()?),
+        _ => None,
+    };
+    // The server keeps its port across restarts.
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    if let Some(url) = &redis_url {
+        // A new server never issued an ID: declared so, as the runbook says.
+        declare_new(config, url)?;
+    }
+    let fill = |url: &str| match &redis_url {
+        Some(r) => url.replace("redis://127.0.0.1:REDIS_PORT/", r),
+        None => url.to_owned(),
+    };
+    // Servers (grpc engines).
+    let mut serves: Vec<(u16, String, Child)> = Vec::new();
+    for (i, url) in case.serve.iter().enumerate() {
+        let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+        let url = fill(url);
+        match spawn_serve(config, &url, port, &dir.join(format!("host{i}")))? {
+            Some(child) => serves.push((port, url, child)),
+            None => {
+                for (_, _, child) in serves.iter_mut() {
+                    kill(child);
+                }
+                outcome.cases += 1;
+                outcome.refused_deployments += 1;
+                *outcome.engines.entry(case.engine.name()).or_default() += 1;
+                return Ok(format!(
+                    "case seed={} engine={}: grantid serve refused at start (authority `{url}`, empty: none given)",
+                    case.seed,
+                    case.engine.name()
+                ));
+            }
+        }
+    }
+    let authority_of = |spec: &ProcSpec, serves: &[(u16, String, Child)]| -> String {
+        let mut url = fill(&spec.authority);
+        for (i, (port, _, _)) in serves.iter().enumerate() {
+            url = url.replace(&format!("SERVE_{i}"), &format!("127.0.0.1:{port}"));
+        }
+        url
+    };
+    let mut runs: Vec<Vec<Running>> = Vec::new();
+    for (p, spec) in case.procs.iter().enumerate() {
+        let out = dir.join(format!("p{p}.0.out"));
+        runs.push(vec![spawn_next(
+            config,
+            spec,
+            &authority_of(spec, &serves),
+            &out,
+        )?]);
+    }
+    let start = Instant::now();
+    let state = dir.join("state").join("state.json");
+    let backup = dir.join("state.backup");
+    let mut faults = case.faults.iter().peekable();
+    let end = start + Duration::from_millis(config.case_ms);
+    let mut injected: Vec<&'static str> = Vec::new();
+    while Instant::now() < end {
+        let now = Instant::now();
+        for gens in runs.iter_mut() {
+            if let Some(r) = gens.last_mut()
+                && r.stopped_until.is_some_and(|t| now >= t)
+            {
+                signal(&r.child, libc::SIGCONT);
+                r.stopped_until = None;
+            }
+        }
+        match faults.peek() {
+            Some((at, _)) if now >= start + Duration::from_millis(*at) => {}
+            _ => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        }
+        let Some((_, fault)) = faults.next() else {
+            continue;
+        };
+        let name = match *fault {
+            Fault::KillRestart(p) => {
+                if let Some(r) = runs[p].last_mut() {
+                    kill(&mut r.child);
+                }
+                let out = dir.join(format!("p{p}.{}.out", runs[p].len()));
+                let spec = &case.procs[p];
+                let next = spawn_next(config, spec, &authority_of(spec, &serves), &out)?;
+                runs[p].push(next);
+                "kill -9 and restart"
+            }
+            Fault::Stop(p, ms) => {
+                if let Some(r) = runs[p].last_mut()
+                    && r.stopped_until.is_none()
+                {
+                    signal(&r.child, libc::SIGSTOP);
+                    r.stopped_until = Some(Instant::now() + Duration::from_millis(ms));
+                }
+                "SIGSTOP"
+            }
+            Fault::Backup => {
+                if let Some(r) = &redis {
+                    r.save()?;
+                } else if state.is_file() {
+                    std::fs::copy(&state, &backup).map_err(|e| format!("backup: {e}"))?;
+                }
+                "backup"
+            }
+            Fault::FileDelete => {
+                let _ = std::fs::remove_file(&state);
+                "state file deleted"
+            }
+            Fault::FileRestore => {
+                if backup.is_file() {
+                    // As a restore tool would: a new file put in place.
+                    let tmp = dir.join("state").join("restore.tmp");
+                    std::fs::copy(&backup, &tmp).map_err(|e| format!("restore: {e}"))?;
+                    std::fs::rename(&tmp, &state).map_err(|e| format!("restore: {e}"))?;
+                }
+                "state file restored"
+            }
+            Fault::RedisEmpty => {
+                if let Some(r) = redis.as_mut() {
+                    r.restart(false)?;
+                }
+                "redis restarted empty"
+            }
+            Fault::RedisStale => {
+                if let Some(r) = redis.as_mut() {
+                    r.restart(true)?;
+                }
+                "redis restarted from a stale snapshot"
+            }
+            Fault::PgCrash => {
+                if let Some(pg) = shared.pg.as_mut() {
+                    pg.stop(StopMode::Immediate)?;
+                    pg.start_again()?;
+                }
+                "postgres crashed and started"
+            }
+            Fault::ServeRestart(i) => {
+                if let Some((port, url, child)) = serves.get_mut(i) {
+                    kill(child);
+                    match spawn_serve(config, url, *port, &dir.join(format!("host{i}")))? {
+                        Some(again) => *child = again,
+                        None => {
+                            return Err(format!("grantid serve `{url}` refused to start again"));
+                        }
+                    }
+                }
+                "grantid serve restarted"
+            }
+        };
+        injected.push(name);
+    }
+    // The end: every process killed as it runs.
+    let mut refused = 0u64;
+    for gens in runs.iter_mut() {
+        for r in gens.iter_mut() {
+            if let Ok(Some(status)) = r.child.try_wait()
+                && status.code() == Some(17)
+            {
+                refused += 1;
+                let why = std::fs::read_to_string(r.out.with_extension("err")).unwrap_or_default();
+                *outcome.refusals.entry(refusal(&why)).or_default() += 1;
+            }
+            signal(&r.child, libc::SIGCONT);
+            kill(&mut r.child);
+        }
+    }
+    for (_, _, child) in serves.iter_mut() {
+        kill(child);
+    }
+    drop(redis.take());
+    // The check: per namespace, every printed ID once.
+    let mut seen: HashMap<&str, HashMap<u64, usize>> = HashMap::new();
+    let mut dups: Vec<String> = Vec::new();
+    let mut ids = 0u64;
+    for (p, gens) in runs.iter().enumerate() {
+        let ns = case.procs[p].namespace.as_str();
+        for r in gens {
+            let file =
+                std::fs::File::open(&r.out).map_err(|e| format!("{}: {e}", r.out.display()))?;
+            for line in std::io::BufReader::new(file).split(b'\n') {
+                let line = line.map_err(|e| format!("{}: {e}", r.out.display()))?;
+                let Some(id) = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(|l| l.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                ids += 1;
+                if let Some(first) = seen.entry(ns).or_default().insert(id, p)
+                    && dups.len() < 3
+                {
+                    dups.push(format!(
+                        "ID {id} printed by process {first} and process {p}"
+                    ));
+                }
+            }
+        }
+    }
+    let total: usize = seen.values().map(HashMap::len).sum();
+    let repeated = ids - total as u64;
+    outcome.cases += 1;
+    outcome.ids += ids;
+    outcome.processes += runs.iter().map(Vec::len).sum::<usize>() as u64;
+    outcome.refused += refused;
+    *outcome.engines.entry(case.engine.name()).or_default() += 1;
+    for f in &injected {
+        *outcome.faults.entry(f).or_default() += 1;
+    }
+    for spec in &case.procs {
+        for (dim, hit) in [
+            ("symlinked path", spec.authority.contains("link")),
+            (
+                "path with . or ..",
+                spec.authority.contains("/./") || spec.authority.contains("/../"),
+            ),
+            (
+                "/proc/self/root path",
+                spec.authority.contains("/proc/self/root"),
+            ),
+            ("datacenter=", spec.authority.contains("datacenter=")),
+            ("max_lead_ms set", spec.authority.contains("max_lead_ms")),
+            (
+                "clock_skew_ms set",
+                spec.authority.contains("clock_skew_ms"),
+            ),
+            ("another layout on the namespace", spec.variant.is_some()),
+        ] {
+            if hit {
+                *outcome.covered.entry(dim).or_default() += 1;
+            }
+        }
+    }
+    let mut line = format!(
+        "case seed={} engine={} processes={} faults=[{}] ids={ids} refused_at_start={refused} repeated={repeated}",
+        case.seed,
+        case.engine.name(),
+        case.procs.len(),
+        injected.join(", ")
+    );
+    if repeated > 0 {
+        let _ = write!(
+            line,
+            "\nREPEATED IDs: replay with `deploy-fuzz --seed {} --cases 1`; {}",
+            case.seed,
+            dups.join("; ")
+        );
+        for (p, spec) in case.procs.iter().enumerate() {
+            let _ = write!(line, "\n  process {p}: {}", spec.label);
+        }
+        outcome.failures.push(line.clone());
+    }
+    Ok(line)
+}
+
+/// The kind of a start-up refusal, from its message.
+fn refusal(message: &str) -> &'static str {
+    [
+        ("another layout", "another layout on the namespace"),
+        ("max_lead_ms", "horizon + grant beyond the bounded lead"),
+        ("datacenter", "datacenter mismatch"),
+        ("state file", "state file"),
+    ]
+    .into_iter()
+    .find_map(|(needle, kind)| message.contains(needle).then_some(kind))
+    .unwrap_or("other")
+}
+
+/// The run's summary: cases, IDs, and the space covered.
+pub fn summary(outcome: &FuzzOutcome) -> String {
+    let mut s = format!(
+        "deploy-fuzz: {} cases ({} whose server refused to start), {} processes ({} refused at start), {} IDs checked, {} cases with a repeated ID\n",
+        outcome.cases,
+        outcome.refused_deployments,
+        outcome.processes,
+        outcome.refused,
+        outcome.ids,
+        outcome.failures.len()
+    );
+    for (title, map) in [
+        ("engines", &outcome.engines),
+        ("faults", &outcome.faults),
+        ("process options", &outcome.covered),
+        ("refused at start", &outcome.refusals),
+    ] {
+        let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "  {title}: {}", parts.join(", "));
+    }
+    s
+}

@@ -25,9 +25,12 @@ struct Fixed {
 
 impl GrantSource for Fixed {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        let mut grant = self.inner.acquire(request)?;
-        grant.worker = self.worker;
-        Ok(grant)
+        // Always the fixed worker, asked for by number: the inner authority
+        // keeps its high-water, so a renewal is checked against it.
+        self.inner.acquire(&GrantRequest {
+            worker: Some(self.worker),
+            ..request.clone()
+        })
     }
     fn datacenter(&self) -> Option<u32> {
         self.datacenter

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Negative controls of the deployment fuzzer (docs/RELIABILITY.md,
+# "Deployment fuzzer"): each patch in scripts/deploy-fuzz-controls/ reverts
+# one fix of a duplicate path, in a scratch copy of the tree; the fuzzer,
+# run on that build's grantid with the engines and case count the patch
+# names, must find repeated IDs. A control it does not catch fails the run.
+#
+#   ./scripts/deploy-fuzz-controls.sh            every control
+#   ./scripts/deploy-fuzz-controls.sh 1 5        the controls whose names start so
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/env.sh
+root=$PWD
+cargo build -q -p grantid-torture --bin deploy-fuzz $GRANTID_FEATURES --locked
+fuzz=$CARGO_TARGET_DIR/debug/deploy-fuzz
+scratch=${GRANTID_CONTROLS_DIR:-${TMPDIR:-/tmp}/grantid-deploy-fuzz-controls}
+if [ ! -d "$scratch/tree" ]; then
+  mkdir -p "$scratch"
+  git worktree add --detach "$scratch/tree" HEAD >/dev/null
+fi
+git -C "$scratch/tree" checkout -q --detach "$(git rev-parse HEAD)"
+status=0
+summary=""
+for patch in scripts/deploy-fuzz-controls/*.patch; do
+  name=$(basename "$patch" .patch)
+  if [ $# -gt 0 ]; then
+    wanted=no
+    for p in "$@"; do case $name in "$p"*) wanted=yes ;; esac; done
+    [ $wanted = yes ] || continue
+  fi
+  engines=$(sed -n 's/^engines: //p' "$patch")
+  cases=$(sed -n 's/^cases: //p' "$patch")
+  git -C "$scratch/tree" checkout -q -- .
+  git -C "$scratch/tree" apply "$root/$patch"
+  echo "=== control $name: building grantid with the fix reverted"
+  # Its own target directory: artifacts of another checkout are never mixed.
+  CARGO_TARGET_DIR=$scratch/target cargo build -q --manifest-path "$scratch/tree/Cargo.toml" \
+    -p grantid-cli --bin grantid $GRANTID_FEATURES --locked
+  start=$(date +%s)
+  set +e
+  scripts/with-services.sh "$fuzz" --grantid "$scratch/target/debug/grantid" \
+    --engines "$engines" --cases "$cases" --seed 1 >"$scratch/$name.log" 2>&1
+  rc=$?
+  set -e
+  found=$(grep -c '^case seed=.* repeated=[1-9]' "$scratch/$name.log" || true)
+  line="$name: $found of $cases cases repeated IDs ($(( $(date +%s) - start )) s)"
+  if [ "$rc" -eq 1 ] && [ "$found" -gt 0 ]; then
+    echo "=== $line: caught"
+    summary="$summary  caught   $line\n"
+  else
+    echo "=== $line: NOT caught (exit $rc; log $scratch/$name.log)"
+    summary="$summary  MISSED   $line\n"
+    status=1
+  fi
+done
+git -C "$scratch/tree" checkout -q -- .
+printf '\ndeploy-fuzz negative controls:\n%b' "$summary"
+exit $status

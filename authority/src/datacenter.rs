@@ -180,4 +180,8 @@ impl Authority for Datacenter {
     fn fence(&self) -> Result<String, Error> {
         self.inner.fence()
     }
+
+    fn limits(&self) -> Result<Vec<String>, Error> {
+        self.inner.limits()
+    }
 }

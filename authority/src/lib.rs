@@ -210,6 +210,14 @@ pub trait Authority: GrantSource {
             "this authority has no quarantine to start (see docs/AUTHORITIES.md, \"State loss\")",
         ))
     }
+
+    /// What this store's state-loss detection cannot check as configured,
+    /// one sentence each for the operator (`grantid authority init` and
+    /// `status` print them): e.g. a PostgreSQL role that may not read
+    /// `pg_control_system()`. The default: nothing.
+    fn limits(&self) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
 }
 
 /// Opens the authority named by `url` (see the table above). Only parsing

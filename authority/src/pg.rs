@@ -391,6 +391,10 @@ impl Authority for PgAuthority {
             .map_err(Error::from)?;
         let (fsync, sync_commit, standbys): (String, String, String) =
             (settings.get(0), settings.get(1), settings.get(2));
+        let identity = match self.limits()?.first() {
+            Some(limit) => format!("identity check: {limit}"),
+            None => "identity check: system identifier and WAL timeline".to_owned(),
+        };
         if fsync != "on" {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -403,8 +407,34 @@ impl Authority for PgAuthority {
              grant_log, store; functions acquire, release, prune_grant_log, fence); \
              fsync = {fsync}; \
              synchronous_commit = {sync_commit} for this session, forced to at least on in \
-             every grant transaction; synchronous_standby_names = {standbys:?}"
+             every grant transaction; synchronous_standby_names = {standbys:?}; {identity}"
         ))
+    }
+
+    /// Without `pg_control_system()` (revoked on some managed services),
+    /// the identity check compares the WAL timeline alone.
+    fn limits(&self) -> Result<Vec<String>, Error> {
+        let row = self
+            .call("cannot read grantid.identity()", |c| async move {
+                c.query_one(
+                    "SELECT system_identifier IS NULL FROM grantid.identity()",
+                    &[],
+                )
+                .await
+            })
+            .map_err(Error::from)?;
+        let blind: bool = row.get(0);
+        Ok(if blind {
+            vec![
+                "the WAL timeline only: this role may not run pg_control_system(), so the \
+                 database's system identifier is not compared, and a restore into another \
+                 cluster on the same timeline is not detected (grant the role pg_monitor, or \
+                 EXECUTE on pg_control_system(), to compare it; docs/AUTHORITIES.md, \"State loss\")"
+                    .to_owned(),
+            ]
+        } else {
+            Vec::new()
+        })
     }
 
     fn init_new_deployment(&self) -> Result<String, Error> {

@@ -245,6 +245,16 @@ impl Database {
     }
 }
 
+impl Database {
+    /// Runs `sql` as the administrator, after the database is dropped.
+    fn admin_batch(mut self, sql: &str) -> Result<(), postgres::Error> {
+        let _ = self
+            .admin
+            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name));
+        self.admin.batch_execute(sql)
+    }
+}
+
 impl Drop for Database {
     fn drop(&mut self) {
         let _ = self
@@ -345,4 +355,41 @@ fn a_restored_or_deleted_state_file_never_repeats_an_id() {
     if let Some(sidecar) = grantid_authority::sidecar_path(&state) {
         let _ = std::fs::remove_file(sidecar);
     }
+}
+
+/// A role that may not run `pg_control_system()` (revoked on some managed
+/// services): `init` and `limits` (printed by `grantid authority status`)
+/// say that the identity check compares the WAL timeline alone.
+#[test]
+fn postgres_without_pg_control_system_says_the_identity_check_is_partial() {
+    let Some(db) = Database::create() else {
+        return;
+    };
+    let role = format!("grantid_limited_{:x}", common::random() >> 16);
+    let mut admin = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN;
+             ALTER DATABASE {} OWNER TO {role};
+             GRANT CREATE ON SCHEMA public TO {role};
+             REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC;",
+            db.name
+        ))
+        .unwrap();
+    let limited_url = db.url.replacen("postgres@", &format!("{role}@"), 1);
+    let limited = open(&limited_url).unwrap();
+    let report = limited.init().unwrap();
+    assert!(
+        report.contains("identity check: the WAL timeline only"),
+        "{report}"
+    );
+    let limits = limited.limits().unwrap();
+    assert!(
+        limits.len() == 1 && limits[0].contains("pg_control_system()"),
+        "{limits:?}"
+    );
+    let full = open(&db.url).unwrap();
+    assert!(full.limits().unwrap().is_empty(), "a superuser runs it");
+    drop((full, limited, admin));
+    let _ = db.admin_batch(&format!("DROP OWNED BY {role}; DROP ROLE {role}"));
 }

@@ -104,6 +104,10 @@ fn lease(w: &WorkerStatus, now_ms: u64) -> &'static str {
 fn status(url: &str, namespace: Option<&str>, format: StatusFormat) -> Result<(), Failure> {
     let authority = grantid_authority::open(url)?;
     let workers = authority.status(namespace)?;
+    // On stderr: the table or JSON on stdout stays as it is.
+    for limit in authority.limits()? {
+        eprintln!("note: identity check: {limit}");
+    }
     let datacenter = authority.datacenter();
     let now_ms = grantid::SystemClock::now_ns() / 1_000_000;
     let now_ms = u64::try_from(now_ms).unwrap_or(u64::MAX);

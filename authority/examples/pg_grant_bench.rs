@@ -53,12 +53,8 @@ fn main() {
     println!("engine    clients  grants/s  p50_ms  p99_ms  max_ms  grants  uncertain");
     for url in &urls {
         let engine = url.split(':').next().unwrap_or_default();
-        // Each client renews back to back, far beyond the bounded lead of
-        // production (max_lead_ms): lift it, the transaction is measured.
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let url = format!("{url}{sep}max_lead_ms=1000000000000");
         for &clients in &counts {
-            run(engine, &url, clients, secs);
+            run(engine, url, clients, secs);
         }
     }
 }
@@ -89,7 +85,11 @@ fn run(engine: &str, url: &str, clients: usize, secs: u64) {
                             worker: held.map(|h| h.0),
                             not_before: held.map_or(0, |h| h.1),
                             now: 0,
-                            duration: 1_000,
+                            // One tick per grant: a client renewing back
+                            // to back stays near the clock, inside the
+                            // store's bounded lead (the URL's max_lead_ms),
+                            // and the transaction is what is measured.
+                            duration: 1,
                             layout: Layout::default(),
                         };
                         let t0 = Instant::now();
@@ -119,6 +119,13 @@ fn run(engine: &str, url: &str, clients: usize, secs: u64) {
     });
     latencies.sort();
     let n = latencies.len();
+    if n == 0 {
+        println!(
+            "{engine:<8}  {clients:>7}  no grant in {secs} s ({} uncertain answers: a quarantine?)",
+            uncertain.load(Ordering::Relaxed)
+        );
+        return;
+    }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "{engine:<8}  {clients:>7}  {:>8.0}  {:>6.2}  {:>6.2}  {:>6.2}  {n}  {}",

@@ -751,12 +751,16 @@ fn run_case(
                 }
                 "redis restarted empty"
             }
-            Fault::RedisStale => {
-                if let Some(r) = redis.as_mut() {
-                    r.restart(true)?;
+            Fault::RedisStale => match redis.as_mut().map(|r| r.restart(true)) {
+                Some(Ok(())) | None => "redis restarted from a stale snapshot",
+                // No snapshot since the last empty restart: started empty.
+                Some(Err(_)) => {
+                    if let Some(r) = redis.as_mut() {
+                        r.restart(false)?;
+                    }
+                    "redis restarted empty"
                 }
-                "redis restarted from a stale snapshot"
-            }
+            },
             Fault::PgCrash => {
                 if let Some(pg) = shared.pg.as_mut() {
                     pg.stop(StopMode::Immediate)?;

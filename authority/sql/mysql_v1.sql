@@ -1,19 +1,26 @@
--- grantid MySQL / MariaDB authority, schema version 2 (version 1 plus: each
--- namespace records its datacenter split and the largest max_lead_ms and
--- clock_skew_ms it was used with; a renewal beyond the worker's high-water
--- starts a quarantine): the allocation rule
+-- grantid MySQL / MariaDB authority, schema version 3 (version 1; version 2:
+-- each namespace records its datacenter split and the largest max_lead_ms
+-- and clock_skew_ms it was used with, and a renewal beyond the worker's
+-- high-water starts a quarantine; version 3: the server's identity is
+-- server_id plus MySQL's server_uuid, no longer MariaDB's server_uid, a
+-- hash of the host's MAC address that changes when a container restarts,
+-- and a multi-primary server (a Galera node, a Group Replication group in
+-- multi-primary mode) is refused): the allocation rule
 -- of docs/DESIGN.md section 2, the same as grantid.acquire in v1.sql
 -- (PostgreSQL) and authority/lua/v1.lua (Redis), as stored procedures on
 -- InnoDB tables of the URL's database (prefix grantid_).
 --
 -- Applied by `grantid authority init mysql://...`, and by the Rust adapter
--- when grantid_schema_version lacks version 1, under GET_LOCK('grantid
--- schema'). Idempotent: safe to run again. It is also a script for the
--- mariadb / mysql command-line client (hence the DELIMITER lines, which
--- the adapter understands too):
+-- when grantid_schema_version lacks version 3, under GET_LOCK('grantid
+-- schema'). Idempotent: safe to run again. A MariaDB database upgraded
+-- from version 1 or 2 records the old identity (with server_uid): its
+-- first grant after the upgrade quarantines it once. It is also a script
+-- for the mariadb / mysql command-line client (hence the DELIMITER lines,
+-- which the adapter understands too):
 --   mariadb -h HOST -u USER DB < authority/sql/mysql_v1.sql
--- Tested on MariaDB 10.11; written for MySQL 8 as well (the identity read
--- below takes whichever of @@server_uuid / @@server_uid the server has).
+-- Tested on MariaDB 10.11 (and a one-node Galera cluster); written for
+-- MySQL 8 as well (variables only one of them has are read through
+-- prepared statements: grantid_identity, grantid_multi_primary).
 --
 -- Units: every tick value is ticks of the namespace's layout since its epoch.
 -- Incarnations and request ids are BIGINT UNSIGNED (the generator's u64).
@@ -119,23 +126,90 @@ DROP FUNCTION IF EXISTS grantid_now_ms //
 CREATE FUNCTION grantid_now_ms() RETURNS BIGINT NOT DETERMINISTIC NO SQL
     RETURN TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 //
 
--- The server's identity: server_id, and server_uuid (MySQL: auto.cnf of the
--- data directory, new in a new data directory) or server_uid (MariaDB: a
--- hash of the host's MAC address and the port, new on another host). A
--- failover to another server changes it; a restart does not.
+-- The server's identity: server_id (the global value: MariaDB lets a
+-- session set its own; replication requires every server of a topology
+-- to have its own), and on MySQL server_uuid (auto.cnf of the
+-- data directory: the same after a restart, new in a new data directory).
+-- MariaDB's server_uid is left out: a hash of the host's MAC address and
+-- the port, it changes when a container restarts with a new MAC address,
+-- which would quarantine every such restart. A failover to a replica
+-- changes the identity; a restart does not. Not seen: a copy of the data
+-- on a server with the same server_id (and, on MariaDB, no uuid): the
+-- forgotten-grant check and `grantid authority fence` cover it.
 DROP PROCEDURE IF EXISTS grantid_identity //
 CREATE PROCEDURE grantid_identity(OUT p_identity VARCHAR(255))
 BEGIN
-    DECLARE CONTINUE HANDLER FOR SQLEXCEPTION BEGIN END;
-    SET @grantid_uuid = NULL, @grantid_uid = NULL;
+    DECLARE v_missing BOOLEAN DEFAULT FALSE;
+    -- ER_UNKNOWN_SYSTEM_VARIABLE: MariaDB has no server_uuid.
+    DECLARE CONTINUE HANDLER FOR 1193 SET v_missing = TRUE;
+    SET @grantid_uuid = NULL;
     PREPARE grantid_s FROM 'SELECT @@server_uuid INTO @grantid_uuid';
-    EXECUTE grantid_s;
-    DEALLOCATE PREPARE grantid_s;
-    PREPARE grantid_s FROM 'SELECT @@server_uid INTO @grantid_uid';
-    EXECUTE grantid_s;
-    DEALLOCATE PREPARE grantid_s;
-    SET p_identity = CONCAT_WS(' ', CONCAT('server_id=', @@server_id),
-        CONCAT('server_uuid=', @grantid_uuid), CONCAT('server_uid=', @grantid_uid));
+    IF NOT v_missing THEN
+        EXECUTE grantid_s;
+        DEALLOCATE PREPARE grantid_s;
+    END IF;
+    SET p_identity = CONCAT_WS(' ', CONCAT('server_id=', @@GLOBAL.server_id),
+        CONCAT('server_uuid=', @grantid_uuid));
+END //
+
+-- Multi-primary setups, refused by grantid_acquire and `grantid authority
+-- init`: several servers take writes at once, each with its own identity
+-- (the quarantine would flap as calls land on different nodes), and a row
+-- lock taken on one does not hold on the others. p_why is NULL, or says
+-- what the server is and what to change. Read through prepared
+-- statements: a server without the variable (built without wsrep, no
+-- group replication plugin) has not the setup; any other error reaches
+-- the caller (no grant).
+-- * Galera (MariaDB Galera Cluster, Percona XtraDB Cluster): wsrep_on = ON.
+-- * MySQL Group Replication in multi-primary mode:
+--   group_replication_single_primary_mode = OFF, unless this member is
+--   OFFLINE (group replication stopped).
+-- A single primary with asynchronous (or semi-synchronous) replicas, and
+-- Group Replication in single-primary mode, are allowed: a failover
+-- changes the identity and quarantines once.
+DROP PROCEDURE IF EXISTS grantid_multi_primary //
+CREATE PROCEDURE grantid_multi_primary(OUT p_why VARCHAR(1024))
+BEGIN
+    DECLARE v_missing BOOLEAN DEFAULT FALSE;
+    DECLARE CONTINUE HANDLER FOR 1193 SET v_missing = TRUE;
+    SET p_why = NULL, @grantid_wsrep = NULL, @grantid_single = NULL, @grantid_offline = NULL;
+    PREPARE grantid_s FROM 'SELECT @@GLOBAL.wsrep_on INTO @grantid_wsrep';
+    IF NOT v_missing THEN
+        EXECUTE grantid_s;
+        DEALLOCATE PREPARE grantid_s;
+    END IF;
+    IF @grantid_wsrep = 1 THEN
+        SET p_why = CONCAT('the server is a Galera cluster node (wsrep_on = ON): grantid needs ',
+            'a single primary (each node has its own identity, and a row lock on one node ',
+            'does not hold on the others); point grantid at a server with wsrep_on = OFF ',
+            '(a single primary, with asynchronous replicas if you like), or use another ',
+            'authority (PostgreSQL, etcd)');
+    ELSE
+        SET v_missing = FALSE;
+        PREPARE grantid_s FROM
+            'SELECT @@GLOBAL.group_replication_single_primary_mode INTO @grantid_single';
+        IF NOT v_missing THEN
+            EXECUTE grantid_s;
+            DEALLOCATE PREPARE grantid_s;
+        END IF;
+        IF @grantid_single = 0 THEN
+            PREPARE grantid_s FROM 'SELECT COUNT(*)
+                FROM performance_schema.replication_group_members
+               WHERE MEMBER_ID = @@server_uuid AND MEMBER_STATE = ''OFFLINE''
+                INTO @grantid_offline';
+            EXECUTE grantid_s;
+            DEALLOCATE PREPARE grantid_s;
+            IF NOT (@grantid_offline > 0) THEN
+                SET p_why = CONCAT('the server is a member of a MySQL Group Replication group ',
+                    'in multi-primary mode (group_replication_single_primary_mode = OFF): ',
+                    'grantid needs a single primary (each member has its own identity, and a ',
+                    'row lock on one member does not hold on the others); switch the group to ',
+                    'single-primary mode (SELECT ',
+                    'group_replication_switch_to_single_primary_mode()), or use another ',
+                    'authority (PostgreSQL, etcd)');
+            END IF;
+        END IF;
+    END IF;
 END //
 
 -- Starts (or extends) a quarantine until p_ms + p_lead + p_skew; each
@@ -217,7 +291,7 @@ END //
 -- for a decision), and commits durably or the call refuses to grant:
 -- innodb_flush_log_at_trx_commit must be 1, and with the binary log on,
 -- sync_binlog must be 1 (else an acknowledged commit can vanish in a crash
--- of the host).
+-- of the host). A multi-primary server is refused (grantid_multi_primary).
 DROP PROCEDURE IF EXISTS grantid_acquire //
 CREATE PROCEDURE grantid_acquire(
     IN p_namespace      VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
@@ -245,6 +319,7 @@ BEGIN
     DECLARE v_identity, s_identity VARCHAR(255) DEFAULT NULL;
     DECLARE s_q, s_since BIGINT DEFAULT NULL;
     DECLARE s_reason VARCHAR(512) DEFAULT NULL;
+    DECLARE v_multi VARCHAR(1024) DEFAULT NULL;
     DECLARE n_tb, n_wb, n_sb INT DEFAULT NULL;
     DECLARE n_epoch, n_tick, n_next, n_lead, n_skew BIGINT DEFAULT NULL;
     DECLARE n_split INT DEFAULT NULL;
@@ -278,6 +353,12 @@ BEGIN
             SET v_status = 'refused', v_message = CONCAT(
                 'the binary log is on with sync_binlog = ', @@GLOBAL.sync_binlog,
                 ': an acknowledged grant could vanish in a crash of the host (set it to 1)');
+            LEAVE body;
+        END IF;
+        -- One primary: a Galera node or a multi-primary group is refused.
+        CALL grantid_multi_primary(v_multi);
+        IF v_multi IS NOT NULL THEN
+            SET v_status = 'refused', v_message = v_multi;
             LEAVE body;
         END IF;
 
@@ -352,9 +433,12 @@ BEGIN
             CALL grantid_quarantine(v_ms, p_max_lead_ms, p_clock_skew_ms,
                 'the database had no grantid state (never used, or lost)');
         ELSEIF NOT (s_identity <=> v_identity) THEN
-            CALL grantid_quarantine(v_ms, p_max_lead_ms, p_clock_skew_ms, CONCAT(
+            CALL grantid_quarantine(v_ms, p_max_lead_ms, p_clock_skew_ms, LEFT(CONCAT(
                 'the server''s identity changed from ', COALESCE(s_identity, '?'), ' to ',
-                v_identity, ' (a failover to another server, or a restore elsewhere)'));
+                v_identity, IF(s_identity LIKE '%server_uid=%',
+                    ' (once, after the upgrade to schema version 3, which no longer records '
+                    'MariaDB''s server_uid; or a failover to another server)',
+                    ' (a failover to another server, or a restore elsewhere)')), 512));
         END IF;
         SELECT quarantine_until_ms, reason, quarantine_since_ms INTO s_q, s_reason, s_since
           FROM grantid_store WHERE id = 1;
@@ -535,4 +619,4 @@ END //
 
 DELIMITER ;
 
-INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2);
+INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3);

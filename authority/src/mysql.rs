@@ -11,8 +11,10 @@
 //! same bound (in whole seconds) so the server gives up too. The procedure
 //! refuses to grant on a server that may lose an acknowledged commit
 //! (`innodb_flush_log_at_trx_commit` other than 1; the binary log on with
-//! `sync_binlog` other than 1) and quarantines a database whose grantid
-//! state is missing or whose server identity changed (docs/AUTHORITIES.md,
+//! `sync_binlog` other than 1), refuses a multi-primary server (a Galera
+//! node, a Group Replication group in multi-primary mode), and quarantines a
+//! database whose grantid state is missing or whose server identity
+//! (`server_id`, and MySQL's `server_uuid`) changed (docs/AUTHORITIES.md,
 //! "MySQL / MariaDB").
 
 use std::sync::Arc;
@@ -25,12 +27,13 @@ use crate::blocking::{Blocking, Work};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
-/// The tables and procedures (authority/sql/mysql_v1.sql; schema version 1).
+/// The tables and procedures (authority/sql/mysql_v1.sql; schema version
+/// [`SCHEMA_VERSION`]).
 pub const MYSQL_SQL_V1: &str = include_str!("../sql/mysql_v1.sql");
 
 /// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
@@ -114,7 +117,75 @@ async fn apply_schema(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
     result
 }
 
-/// Applies the schema when `grantid_schema_version` lacks our version.
+/// The refusal of a Galera node: the text of `grantid_multi_primary` in
+/// the script, which answers it at every grant.
+const GALERA_REFUSED: &str = concat!(
+    "the server is a Galera cluster node (wsrep_on = ON): grantid needs a single primary (each ",
+    "node has its own identity, and a row lock on one node does not hold on the others); point ",
+    "grantid at a server with wsrep_on = OFF (a single primary, with asynchronous replicas if ",
+    "you like), or use another authority (PostgreSQL, etcd)"
+);
+
+/// The refusal of a Group Replication member in multi-primary mode: the
+/// text of `grantid_multi_primary` in the script.
+const GROUP_REFUSED: &str = concat!(
+    "the server is a member of a MySQL Group Replication group in multi-primary mode ",
+    "(group_replication_single_primary_mode = OFF): grantid needs a single primary (each member ",
+    "has its own identity, and a row lock on one member does not hold on the others); switch the ",
+    "group to single-primary mode (SELECT group_replication_switch_to_single_primary_mode()), or ",
+    "use another authority (PostgreSQL, etcd)"
+);
+
+/// A global boolean or integer system variable (`ON` is 1, `OFF` 0), or
+/// `None` when the server has no such variable (ER_UNKNOWN_SYSTEM_VARIABLE:
+/// a build without wsrep, no group replication plugin) or it is NULL or
+/// not a number. Any other error is returned.
+async fn global_variable(c: &mut Conn, name: &str) -> Result<Option<i64>, mysql_async::Error> {
+    let row = match c
+        .query_first::<Row, _>(format!("SELECT @@GLOBAL.{name}"))
+        .await
+    {
+        Ok(row) => row,
+        Err(mysql_async::Error::Server(e)) if e.code == 1193 => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(match row.as_ref().and_then(|r| r.as_ref(0)) {
+        Some(Value::Int(n)) => Some(*n),
+        Some(Value::UInt(n)) => i64::try_from(*n).ok(),
+        Some(Value::Bytes(b)) => match std::str::from_utf8(b).unwrap_or_default() {
+            v if v.eq_ignore_ascii_case("ON") => Some(1),
+            v if v.eq_ignore_ascii_case("OFF") => Some(0),
+            v => v.parse().ok(),
+        },
+        _ => None,
+    })
+}
+
+/// The multi-primary setups grantid refuses, read without the schema, as
+/// `grantid_multi_primary` reads them at every grant: a Galera node
+/// (`wsrep_on = ON`), or a member of a Group Replication group in
+/// multi-primary mode that is not OFFLINE. Checked before the schema is
+/// applied, so such a server gets the refusal, not grantid's tables.
+async fn multi_primary(c: &mut Conn) -> Result<Option<&'static str>, mysql_async::Error> {
+    if global_variable(c, "wsrep_on").await? == Some(1) {
+        return Ok(Some(GALERA_REFUSED));
+    }
+    if global_variable(c, "group_replication_single_primary_mode").await? == Some(0) {
+        let offline: Option<i64> = c
+            .query_first(
+                "SELECT COUNT(*) FROM performance_schema.replication_group_members \
+                 WHERE MEMBER_ID = @@server_uuid AND MEMBER_STATE = 'OFFLINE'",
+            )
+            .await?;
+        if offline.unwrap_or(0) == 0 {
+            return Ok(Some(GROUP_REFUSED));
+        }
+    }
+    Ok(None)
+}
+
+/// Applies the schema when `grantid_schema_version` lacks our version (a
+/// multi-primary server is refused first).
 async fn prepare(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
     let ready = match c
         .query_first::<Option<i32>, _>("SELECT MAX(version) FROM grantid_schema_version")
@@ -126,6 +197,12 @@ async fn prepare(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
         Err(e) => return Err(unavailable("cannot read grantid_schema_version", e)),
     };
     if !ready {
+        let refused = multi_primary(c)
+            .await
+            .map_err(|e| unavailable("cannot read the server's settings", e))?;
+        if let Some(why) = refused {
+            return Err(GrantError::Refused(format!("mysql: {why}")));
+        }
         apply_schema(c, lock_secs).await?;
     }
     Ok(())
@@ -334,6 +411,12 @@ impl Authority for MysqlAuthority {
         let report = self
             .call("cannot apply the schema", move |c| {
                 Box::pin(async move {
+                    let refused = multi_primary(c)
+                        .await
+                        .map_err(|e| unavailable("cannot read the server's settings", e))?;
+                    if let Some(why) = refused {
+                        return Ok(Err(why.to_owned()));
+                    }
                     apply_schema(c, lock_secs).await?;
                     Self::settings(c)
                         .await
@@ -450,7 +533,7 @@ mod tests {
         assert!(acquire.contains("START TRANSACTION;"));
         assert_eq!(
             all.last().map(String::as_str),
-            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2)")
+            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3)")
         );
         assert!(
             MYSQL_SQL_V1.contains(&format!(", ({SCHEMA_VERSION});")),

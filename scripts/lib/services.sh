@@ -7,7 +7,8 @@
 # temporary directory, root without password on 127.0.0.1, a free port,
 # database grantid_test) and a single-member etcd (a temporary data
 # directory, free client and peer ports), installing redis-server,
-# mariadb-server and etcd-server / etcd-client with apt when missing, and
+# mariadb-server (with galera-4, for a test's one-node Galera cluster) and
+# etcd-server / etcd-client with apt when missing, and
 # exports GRANTID_TEST_POSTGRES_URL, GRANTID_TEST_REDIS_URL,
 # GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL. Each is declared a new
 # deployment (docs/AUTHORITIES.md, "State loss").
@@ -118,16 +119,25 @@ _services_start_redis() {
   export GRANTID_TEST_REDIS_URL="redis://127.0.0.1:$port/"
 }
 
-# Installs Debian packages when a command is missing (as root, with apt).
+# Whether a command is on PATH, or a file given by its absolute path exists.
+_services_have() {
+  case $1 in
+    /*) [ -e "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 ;;
+  esac
+}
+
+# Installs Debian packages when a command (or a file, by absolute path) is
+# missing (as root, with apt).
 _services_apt() {
   local cmd=$1; shift
-  command -v "$cmd" >/dev/null 2>&1 && return 0
+  _services_have "$cmd" && return 0
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     _services_log "installing $* with apt-get"
     (DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null 2>&1 \
       || { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y "$@" >/dev/null 2>&1; }) || true
   fi
-  command -v "$cmd" >/dev/null 2>&1 || { _services_log "no $cmd (apt-get install $*)"; return 1; }
+  _services_have "$cmd" || { _services_log "no $cmd (apt-get install $*)"; return 1; }
 }
 
 _services_start_mariadb() {
@@ -136,6 +146,9 @@ _services_start_mariadb() {
     return 0
   fi
   _services_apt mariadbd mariadb-server mariadb-client || return 1
+  # Galera's provider, for the test that starts a one-node Galera cluster
+  # and expects it refused (authority/tests/mysql_identity.rs); optional.
+  _services_apt /usr/lib/galera/libgalera_smm.so galera-4 || true
   local dir port i user=mysql
   dir=$(mktemp -d /tmp/grantid-mariadb.XXXXXX)
   chmod 755 "$dir"

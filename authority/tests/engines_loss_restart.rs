@@ -16,7 +16,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -30,60 +30,7 @@ fn layout() -> Layout {
 
 #[cfg(feature = "etcd")]
 use common::etcd;
-use common::{Scratch, Server, free_port, quarantine_lead_and_fence, waits};
-
-/// A MariaDB server of its own (mariadb-install-db, then mariadbd as the
-/// `mysql` user when run as root), with database `grantid_test`.
-fn mariadb(dir: &Path) -> Option<Server> {
-    let port = free_port();
-    let root = is_root();
-    let user = if root { "mysql" } else { "" };
-    if root {
-        let _ = Command::new("chown").arg("mysql").arg(dir).status();
-    }
-    let mut install = Command::new("mariadb-install-db");
-    install
-        .arg("--no-defaults")
-        .arg(format!("--datadir={}", dir.join("data").display()))
-        .arg("--auth-root-authentication-method=normal")
-        .arg("--skip-test-db")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if root {
-        install.arg(format!("--user={user}"));
-    }
-    match install.status() {
-        Ok(s) if s.success() => {}
-        other => {
-            if std::env::var("GRANTID_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                panic!("mariadb-install-db failed: {other:?}");
-            }
-            eprintln!("note: mariadb-install-db failed ({other:?}); skipping");
-            return None;
-        }
-    }
-    let mut args = vec![
-        "--no-defaults".to_owned(),
-        format!("--datadir={}", dir.join("data").display()),
-        format!("--port={port}"),
-        "--bind-address=127.0.0.1".into(),
-        format!("--socket={}", dir.join("sock").display()),
-    ];
-    if root {
-        args.push(format!("--user={user}"));
-    }
-    let server = Server::start("mariadbd", args, port)?;
-    common::mariadb_cli(
-        &format!("mysql://root@127.0.0.1:{port}/mysql"),
-        "CREATE DATABASE grantid_test",
-    );
-    Some(server)
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use common::{Scratch, Server, mariadb, quarantine_lead_and_fence, waits};
 
 #[test]
 fn mysql_quarantines_new_state_a_fence_and_another_server_and_bounds_the_lead() {
@@ -354,7 +301,7 @@ fn mysql_killed_and_restarted_while_generators_run() {
         return;
     }
     let scratch = Scratch::new("mariadb-restart");
-    let Some(mut server) = mariadb(&scratch.0) else {
+    let Some(mut server) = mariadb(&scratch.0, &[]) else {
         return;
     };
     let base = format!("mysql://root@127.0.0.1:{}/grantid_test", server.port);

@@ -437,3 +437,86 @@ pub fn etcd(dir: &Path) -> Option<Server> {
     ];
     Server::start("etcd", args, port)
 }
+
+/// Whether the tests must fail rather than skip without a server.
+pub fn required() -> bool {
+    std::env::var("GRANTID_REQUIRE_SERVICES").as_deref() == Ok("1")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A MariaDB server of its own on a free port (mariadb-install-db, then
+/// mariadbd with `extra` options, as the `mysql` user when run as root),
+/// with database `grantid_test`.
+pub fn mariadb(dir: &Path, extra: &[String]) -> Option<Server> {
+    let port = free_port();
+    let root = is_root();
+    if root {
+        let _ = Command::new("chown").arg("mysql").arg(dir).status();
+    }
+    let mut install = Command::new("mariadb-install-db");
+    install
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", dir.join("data").display()))
+        // Bootstraps running at once collide on temporary table names in
+        // a shared /tmp.
+        .arg(format!("--tmpdir={}", dir.display()))
+        .arg("--auth-root-authentication-method=normal")
+        .arg("--skip-test-db")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if root {
+        install.arg("--user=mysql");
+    }
+    match install.status() {
+        Ok(s) if s.success() => {}
+        other => {
+            if required() {
+                panic!("mariadb-install-db failed: {other:?}");
+            }
+            eprintln!("note: mariadb-install-db failed ({other:?}); skipping");
+            return None;
+        }
+    }
+    let mut args = vec![
+        "--no-defaults".to_owned(),
+        format!("--datadir={}", dir.join("data").display()),
+        format!("--tmpdir={}", dir.display()),
+        format!("--port={port}"),
+        "--bind-address=127.0.0.1".into(),
+        format!("--socket={}", dir.join("sock").display()),
+        format!("--log-error={}", dir.join("server.log").display()),
+    ];
+    if root {
+        args.push("--user=mysql".into());
+    }
+    args.extend(extra.iter().cloned());
+    let server = Server::start("mariadbd", args, port)?;
+    // A Galera node listens a moment before it takes statements.
+    let admin = format!("mysql://root@127.0.0.1:{port}/mysql");
+    let t0 = Instant::now();
+    while !cli_ok(&admin, "CREATE DATABASE IF NOT EXISTS grantid_test") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the server on port {port} takes no statement: {}",
+            std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(server)
+}
+
+/// Whether the `mariadb` client ran `sql` on the server of `url`.
+pub fn cli_ok(url: &str, sql: &str) -> bool {
+    let port = url.rsplit_once(':').unwrap().1.split('/').next().unwrap();
+    Command::new("mariadb")
+        .args(["--no-defaults", "-u", "root", "-h", "127.0.0.1", "-P", port])
+        .args(["-e", sql])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}

@@ -1081,3 +1081,34 @@ fn a_horizon_past_the_servers_bounded_lead_is_refused_at_start() {
     );
     finish(srv, &dir);
 }
+
+/// A `grpc://...?datacenter=1` client registers the split on the server's
+/// store: an unsplit layout as wide as the split's per-datacenter part is
+/// refused on the namespace, through the server as on the store's URL.
+#[test]
+fn a_split_through_the_server_and_an_unsplit_layout_never_share_a_namespace() {
+    let dir = scratch("split");
+    let port = free_port();
+    let srv = server(port, &dir.join("state.json"));
+    let url = format!("grpc://127.0.0.1:{port}");
+    let regional = grantid_authority::from_url(&format!("{url}?datacenter=1")).unwrap();
+    let whole = grantid_authority::from_url(&url).unwrap();
+    let split = Layout::new(40, 4, 8)
+        .unwrap()
+        .with_datacenter_bits(1)
+        .unwrap();
+    let unsplit = Layout::new(40, 3, 8).unwrap();
+    let request = |incarnation, layout| grantid::GrantRequest {
+        namespace: "split".into(),
+        layout,
+        ..grant_request(incarnation, None, 0)
+    };
+    let g = regional.acquire(&request(1, split)).unwrap();
+    assert_eq!(split.datacenter_of(u64::from(g.worker)), 1);
+    let r = whole.acquire(&request(2, unsplit));
+    assert!(
+        matches!(r, Err(grantid::GrantError::Refused(ref m)) if m.contains("another layout")),
+        "{r:?}"
+    );
+    finish(srv, &dir);
+}

@@ -23,12 +23,28 @@ impl From<&Layout> for v1::Layout {
             epoch_ms: l.epoch_ms(),
             tick_ms: l.tick_ms(),
             datacenter_bits: l.datacenter_bits().into(),
+            split_bits: l.split_bits().into(),
         }
     }
 }
 
 /// The core layout of a protocol layout (validated like any layout).
 pub fn layout_from_proto(l: &v1::Layout) -> Result<Layout, Error> {
+    if l.split_bits != 0 {
+        if l.datacenter_bits != 0 {
+            return Err(invalid(
+                "layout.split_bits is set: layout.datacenter_bits must be 0".to_owned(),
+            ));
+        }
+        return Layout::registered(
+            width("timestamp_bits", l.timestamp_bits)?,
+            width("worker_bits", l.worker_bits)?,
+            width("sequence_bits", l.sequence_bits)?,
+            l.epoch_ms,
+            l.tick_ms,
+            width("split_bits", l.split_bits)?,
+        );
+    }
     Layout::with_all(
         width("timestamp_bits", l.timestamp_bits)?,
         width("worker_bits", l.worker_bits)?,
@@ -127,6 +143,16 @@ mod tests {
         };
         let wire = v1::GrantRequest::from(&request);
         assert_eq!(grant_request_from_proto(&wire).unwrap(), request);
+        // One datacenter's part (a `grpc://...?datacenter=N` client): the
+        // split travels, so the server's store registers it.
+        let part = GrantRequest {
+            layout: request.layout.datacenter_part().unwrap(),
+            ..request.clone()
+        };
+        let wire = v1::GrantRequest::from(&part);
+        let back = grant_request_from_proto(&wire).unwrap();
+        assert_eq!(back.layout.split_bits(), 2);
+        assert_eq!(back, part);
         let grant = Grant {
             namespace: "ns".into(),
             worker: 3,
@@ -198,6 +224,17 @@ mod tests {
                     ..good.clone()
                 },
                 "datacenter_bits is 11",
+            ),
+            (
+                v1::GrantRequest {
+                    layout: Some(v1::Layout {
+                        split_bits: 1,
+                        datacenter_bits: 1,
+                        ..good.layout.unwrap()
+                    }),
+                    ..good.clone()
+                },
+                "split_bits",
             ),
         ];
         for (request, needle) in cases {

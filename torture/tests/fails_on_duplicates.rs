@@ -121,11 +121,14 @@ fn two_workers_sharing_a_grant_are_reported_in_the_state_loss_mode() {
     );
 }
 
-/// Three Redis restarts in 10 s, each hidden from the authority, each
-/// followed by a new process. A generator with a 3 s horizon renews about
-/// once a second, so the new process usually asks before the holder of the
-/// lowest worker value has renewed: in the emptied store that value looks
-/// never used, and both issue from it over the holder's committed 3 s.
+/// Redis restarts, each hidden from the authority, each followed by a new
+/// process. A generator with a 3 s horizon renews about once a second, so
+/// the new process usually asks before the holder of the lowest worker
+/// value has renewed: in the emptied store that value looks never used, and
+/// both issue from it over the holder's committed 3 s. The holder's next
+/// renewal then proves the store forgot its grant (the forgotten-grant
+/// check) and starts a quarantine, so each fault takes the quarantine to
+/// recover from: 20 s leave room for two faults or more.
 /// (The same run without `--fault-defeat-quarantine` passes with 0
 /// duplicates: docs/RELIABILITY.md, "State-loss mode".)
 #[test]
@@ -144,7 +147,7 @@ fn redis_losses_hidden_from_the_authority_repeat_ids() {
             "--rate",
             "25000",
             "--duration-s",
-            "10",
+            "20",
             "--fault-interval-ms",
             "3000",
             "--faults",

@@ -83,6 +83,8 @@ mod forklocal;
 mod local;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub mod protocol;
 #[cfg(any(feature = "file", feature = "static"))]
 mod sidecar;
 mod status;

@@ -18,11 +18,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
-use crate::answer::{AcquireAnswer, WorkerRecord, grant_from_answer, worker_status};
+use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
+use crate::protocol::{self, SqlValue};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
@@ -32,9 +34,6 @@ pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
 /// the script again when the database has only older versions.
 const SCHEMA_VERSION: i32 = 5;
-
-const ACQUIRE: &str = "SELECT status, worker, grant_id, start_tick, end_tick, message \
-     FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)";
 
 /// One process's connection: a single-threaded runtime that drives it only
 /// while a call runs, the client, and the task that owns the socket.
@@ -279,9 +278,31 @@ impl PgAuthority {
         }
     }
 
-    fn now_ms(&self) -> Option<i64> {
-        self.clock.as_ref().map(|c| c.now_ms() as i64)
+    fn now_ms(&self) -> Option<u64> {
+        self.clock.as_ref().map(|c| c.now_ms())
     }
+}
+
+/// A call's parameters as tokio-postgres values.
+fn sql_params(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync + Send>> {
+    params
+        .iter()
+        .map(|p| -> Box<dyn ToSql + Sync + Send> {
+            match p {
+                SqlValue::Text(s) => Box::new(s.clone()),
+                SqlValue::Int4(v) => Box::new(*v),
+                SqlValue::Int8(v) => Box::new(*v),
+                SqlValue::Null => Box::new(None::<i64>),
+            }
+        })
+        .collect()
+}
+
+fn sql_refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
 }
 
 /// Applies [`SQL_V1`] in one transaction under an advisory lock.
@@ -294,52 +315,17 @@ async fn apply_schema(client: &Client) -> Result<(), GrantError> {
         .map_err(|e| unavailable("cannot apply the schema", describe(&e)))
 }
 
-fn layout_params(l: &Layout) -> [i64; 5] {
-    [
-        i64::from(l.timestamp_bits()),
-        i64::from(l.worker_bits()),
-        i64::from(l.sequence_bits()),
-        l.epoch_ms() as i64,
-        l.tick_ms() as i64,
-    ]
-}
-
 impl GrantSource for PgAuthority {
     fn max_lead_ms(&self) -> Option<u64> {
         Some(self.options.max_lead_ms)
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_sql_request(request, "PostgreSQL")?;
-        let l = request.layout;
-        let [_, _, _, epoch_ms, tick_ms] = layout_params(&l);
-        let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
-        let duration = request.duration.clamp(1, l.timestamp_limit()) as i64;
-        let not_before = request.not_before.min(l.timestamp_limit()) as i64;
-        let worker = request.worker.map(i64::from);
-        let now_ms = self.now_ms();
-        let namespace = request.namespace.as_str();
+        let call = protocol::postgres_acquire(request, &self.options, self.now_ms())?;
         let row = self.call("grantid.acquire failed", |c| async move {
-            c.query_one(
-                ACQUIRE,
-                &[
-                    &namespace,
-                    &(request.incarnation as i64),
-                    &(request.request_id as i64),
-                    &worker,
-                    &not_before,
-                    &duration,
-                    &i32::from(l.timestamp_bits()),
-                    &i32::from(l.worker_bits()),
-                    &i32::from(l.sequence_bits()),
-                    &epoch_ms,
-                    &tick_ms,
-                    &(grace as i64),
-                    &now_ms,
-                    &i32::from(l.split_bits()),
-                ],
-            )
-            .await
+            let params = sql_params(&call.params);
+            c.query_one(&call.text(|i| format!("${i}")), &sql_refs(&params))
+                .await
         })?;
         let number = |i: usize| {
             row.try_get::<_, Option<i64>>(i)
@@ -348,27 +334,20 @@ impl GrantSource for PgAuthority {
                 .map(i128::from)
         };
         let text = |i: usize| row.try_get::<_, Option<&str>>(i).ok().flatten();
-        let answer = AcquireAnswer {
-            status: text(0),
-            message: text(5),
-            worker: number(1),
-            grant_id: number(2),
-            start: number(3),
-            end: number(4),
-        };
-        grant_from_answer("postgres", request, &answer)
+        protocol::postgres_grant(
+            request,
+            text(0),
+            [number(1), number(2), number(3), number(4)],
+            text(5),
+        )
     }
 
     fn release(&self, last: &Grant) {
-        let now_ms = self.now_ms();
-        let (worker, incarnation) = (i64::from(last.worker), last.incarnation as i64);
-        let namespace = last.namespace.as_str();
+        let call = protocol::postgres_release(last, self.now_ms());
         let _ = self.call("grantid.release failed", |c| async move {
-            c.execute(
-                "SELECT grantid.release($1, $2, $3, $4)",
-                &[&namespace, &worker, &incarnation, &now_ms],
-            )
-            .await
+            let params = sql_params(&call.params);
+            c.execute(&call.text(|i| format!("${i}")), &sql_refs(&params))
+                .await
         });
     }
 }
@@ -454,7 +433,7 @@ impl Authority for PgAuthority {
     }
 
     fn fence(&self) -> Result<String, Error> {
-        let now_ms = self.now_ms();
+        let now_ms = self.now_ms().map(|ms| ms as i64);
         let until: i64 = self
             .call("grantid.fence failed", |c| async move {
                 c.query_one("SELECT grantid.fence($1)", &[&now_ms]).await

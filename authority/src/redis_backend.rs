@@ -11,17 +11,14 @@ use std::sync::Arc;
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use redis::{Client, Connection, Script};
 
-use crate::answer::{AcquireAnswer, WorkerRecord, grant_from_answer, worker_status};
+use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
+use crate::protocol;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
 /// The script, version 1 (authority/lua/v1.lua).
 pub const LUA_V1: &str = include_str!("../lua/v1.lua");
-
-/// Largest timestamp width the script serves: Lua numbers are doubles,
-/// exact up to 2^53.
-const MAX_TIMESTAMP_BITS: u8 = 52;
 
 /// The Redis authority. See the module docs.
 pub struct RedisAuthority {
@@ -34,7 +31,7 @@ pub struct RedisAuthority {
 
 /// The key of the store-wide state-loss record (docs/AUTHORITIES.md, "State
 /// loss").
-pub const STORE_KEY: &str = "grantid:store";
+use crate::protocol::REDIS_STORE_KEY as STORE_KEY;
 
 impl std::fmt::Debug for RedisAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,10 +45,7 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("redis: {what}: {e}"))
 }
 
-/// The key prefix of a namespace: `grantid:{<namespace>}`.
-pub fn key_prefix(namespace: &str) -> String {
-    format!("grantid:{{{namespace}}}")
-}
+use crate::protocol::redis_key_prefix as key_prefix;
 
 impl RedisAuthority {
     /// Parses a `redis://` URL (without grantid's options). Does not
@@ -110,11 +104,24 @@ impl RedisAuthority {
         result
     }
 
+    fn now_ms(&self) -> Option<u64> {
+        self.clock.as_ref().map(|c| c.now_ms())
+    }
+
     fn now_arg(&self) -> String {
-        self.clock
-            .as_ref()
-            .map(|c| c.now_ms().to_string())
-            .unwrap_or_default()
+        self.now_ms().map(|ms| ms.to_string()).unwrap_or_default()
+    }
+
+    /// The script with `call`'s keys and arguments.
+    fn invocation(&self, call: &protocol::ScriptCall) -> redis::ScriptInvocation<'_> {
+        let mut invocation = self.script.prepare_invoke();
+        for key in &call.keys {
+            invocation.key(key);
+        }
+        for arg in &call.args {
+            invocation.arg(arg);
+        }
+        invocation
     }
 }
 
@@ -182,60 +189,19 @@ impl GrantSource for RedisAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
-        let l = request.layout;
-        if l.timestamp_bits() > MAX_TIMESTAMP_BITS
-            || l.epoch_ms() > 1 << 53
-            || l.tick_ms() > 1 << 53
-        {
-            return Err(GrantError::Refused(format!(
-                "the Redis authority serves layouts of at most {MAX_TIMESTAMP_BITS} timestamp \
-                 bits and epoch/tick below 2^53 ms"
-            )));
-        }
-        let grace = self
-            .options
-            .lease_grace_ms
-            .div_ceil(l.tick_ms())
-            .min(1 << 40);
-        let mut invocation = self.script.key(key_prefix(&request.namespace));
-        invocation
-            .key(STORE_KEY)
-            .arg("acquire")
-            .arg(request.incarnation.to_string())
-            .arg(request.request_id.to_string())
-            .arg(request.worker.map(|w| w.to_string()).unwrap_or_default())
-            .arg(request.not_before.min(l.timestamp_limit()))
-            .arg(request.duration.clamp(1, l.timestamp_limit()))
-            .arg(l.timestamp_bits())
-            .arg(l.worker_bits())
-            .arg(l.sequence_bits())
-            .arg(l.epoch_ms())
-            .arg(l.tick_ms())
-            .arg(grace)
-            .arg(self.now_arg())
-            .arg(self.options.log_max)
-            .arg("")
-            .arg(self.options.max_lead_ms)
-            .arg(self.options.clock_skew_ms)
-            .arg(l.split_bits());
+        let call = protocol::redis_acquire(request, &self.options, self.now_ms())?;
         let reply: Vec<String> = self.with_conn(|c| {
-            invocation
+            self.invocation(&call)
                 .invoke(c)
                 .map_err(|e| unavailable("script failed", e))
         })?;
-        grant_from_answer("redis", request, &AcquireAnswer::from_script_reply(&reply))
+        protocol::redis_grant(request, &reply)
     }
 
     fn release(&self, last: &Grant) {
-        let mut invocation = self.script.key(key_prefix(&last.namespace));
-        invocation
-            .arg("release")
-            .arg(last.incarnation.to_string())
-            .arg(last.worker.to_string())
-            .arg(self.now_arg());
+        let call = protocol::redis_release(last, self.now_ms());
         let _ = self.with_conn(|c| {
-            invocation
+            self.invocation(&call)
                 .invoke::<i64>(c)
                 .map_err(|e| unavailable("release failed", e))
         });

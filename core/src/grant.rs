@@ -71,6 +71,46 @@ pub enum GrantError {
     Refused(String),
 }
 
+impl GrantError {
+    /// Every variant's name, in declaration order: what a binding's host
+    /// callback names when it reports one (`grantError` in Node,
+    /// `grant_error` in Python).
+    pub const NAMES: [&'static str; 4] = ["lost", "unavailable", "invalid", "refused"];
+
+    /// The variant's name: `"lost"`, `"unavailable"`, `"invalid"` or
+    /// `"refused"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GrantError::Lost(_) => Self::NAMES[0],
+            GrantError::Unavailable(_) => Self::NAMES[1],
+            GrantError::Invalid(_) => Self::NAMES[2],
+            GrantError::Refused(_) => Self::NAMES[3],
+        }
+    }
+
+    /// The variant named `name` (see [`GrantError::name`]) with the reason
+    /// `why`; `None` for any other name.
+    pub fn named(name: &str, why: String) -> Option<GrantError> {
+        match name {
+            "lost" => Some(GrantError::Lost(why)),
+            "unavailable" => Some(GrantError::Unavailable(why)),
+            "invalid" => Some(GrantError::Invalid(why)),
+            "refused" => Some(GrantError::Refused(why)),
+            _ => None,
+        }
+    }
+
+    /// The reason, without the variant's name.
+    pub fn reason(&self) -> &str {
+        match self {
+            GrantError::Lost(why)
+            | GrantError::Unavailable(why)
+            | GrantError::Invalid(why)
+            | GrantError::Refused(why) => why,
+        }
+    }
+}
+
 impl fmt::Display for GrantError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -328,6 +368,24 @@ impl Grant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_grant_error_is_named_and_back() {
+        let all = [
+            GrantError::Lost("a".into()),
+            GrantError::Unavailable("b".into()),
+            GrantError::Invalid("c".into()),
+            GrantError::Refused("d".into()),
+        ];
+        for (e, name) in all.iter().zip(GrantError::NAMES) {
+            assert_eq!(e.name(), name);
+            assert_eq!(
+                GrantError::named(e.name(), e.reason().into()).as_ref(),
+                Some(e)
+            );
+        }
+        assert_eq!(GrantError::named("granted", String::new()), None);
+    }
 
     fn request(worker: Option<u32>) -> GrantRequest {
         GrantRequest {

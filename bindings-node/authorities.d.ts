@@ -1,4 +1,4 @@
-import type { Grant, GrantRequest } from './index'
+import type { Grant, GrantRequest, StoreCallOptions } from './index'
 
 /** What `postgres()` needs of a node-postgres `Pool` or `Client`. */
 export interface PgQueryable {
@@ -11,9 +11,6 @@ export interface RedisEvaluator {
 export type GrantSourceFn = (request: GrantRequest) => Promise<Grant>
 
 /** A grant source calling the `grantid.acquire` SQL function. */
-export declare function postgres(pool: PgQueryable, options?: { leaseGraceMs?: number }): GrantSourceFn
+export declare function postgres(pool: PgQueryable, options?: StoreCallOptions): GrantSourceFn
 /** A grant source running the authority's Lua script. */
-export declare function redis(
-  client: RedisEvaluator,
-  options?: { leaseGraceMs?: number; logMax?: number },
-): GrantSourceFn
+export declare function redis(client: RedisEvaluator, options?: StoreCallOptions): GrantSourceFn

@@ -5,14 +5,14 @@
 //   redis(client)   node-redis (v4+) client: runs authority/lua/v1.lua
 // Both apply the one allocation rule of the reference authorities; the SQL
 // and Lua text is the authority's own, copied into the package when it is
-// packed (from ../authority in a source checkout).
+// packed (from ../authority in a source checkout), and the calls and the
+// reading of the answers are the Rust adapters' own (src/protocol.rs), so
+// every answer has the error code it has in Rust: 'LEASE_LOST' for lost,
+// 'UNAVAILABLE' for wait (retried), 'INVALID_ARGUMENT' for refused, with
+// `grantError` naming the answer.
 
 const fs = require('node:fs')
 const path = require('node:path')
-
-/** Lease grace and Redis log length: the reference authorities' defaults. */
-const DEFAULT_LEASE_GRACE_MS = 5000
-const DEFAULT_REDIS_LOG_MAX = 1000000
 
 function authorityFile(relative) {
   for (const base of [path.join(__dirname, 'authority'), path.join(__dirname, '..', 'authority')]) {
@@ -22,19 +22,19 @@ function authorityFile(relative) {
   throw new Error(`grantid: ${relative} is missing from the package (authority/ was not copied at pack time)`)
 }
 
-const lost = (message) => Object.assign(new Error(message), { code: 'LEASE_LOST' })
-const asInt64 = (v) => BigInt.asIntN(64, BigInt(v)).toString()
+const native = require('./index.js')
 
 /**
  * A grant source on PostgreSQL through node-postgres. The schema is applied
  * once, on first use (idempotent, under the same advisory lock as the Rust
- * adapter).
+ * adapter). The statement and the reading of its row are the Rust
+ * adapter's own (`postgresAcquireCall`, `grantFromPostgresRow`).
  */
-function postgres(pool, { leaseGraceMs = DEFAULT_LEASE_GRACE_MS } = {}) {
+function postgres(pool, options = {}) {
   let ready
   const ensureSchema = () => {
     ready ??= (async () => {
-      const have = await pool.query("SELECT to_regprocedure('grantid.acquire(text,bigint,bigint,bigint,bigint,bigint,integer,integer,integer,bigint,bigint,bigint,bigint)') AS f")
+      const have = await pool.query("SELECT to_regprocedure('grantid.acquire(text,bigint,bigint,bigint,bigint,bigint,integer,integer,integer,bigint,bigint,bigint,bigint,integer)') AS f")
       if (have.rows[0].f) return
       await pool.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema')); ${authorityFile('sql/v1.sql')}; COMMIT;`)
     })().catch((e) => {
@@ -44,72 +44,24 @@ function postgres(pool, { leaseGraceMs = DEFAULT_LEASE_GRACE_MS } = {}) {
     return ready
   }
   return async (request) => {
+    const call = native.postgresAcquireCall(request, options)
     await ensureSchema()
-    const l = request.layout
-    const grace = Math.ceil(leaseGraceMs / l.tickMs)
-    const { rows } = await pool.query(
-      'SELECT status, worker, grant_id, start_tick, end_tick, message FROM grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
-      [
-        request.namespace,
-        asInt64(request.incarnation),
-        asInt64(request.requestId),
-        request.worker,
-        request.notBefore,
-        request.duration,
-        l.timestampBits,
-        l.workerBits,
-        l.sequenceBits,
-        l.epochMs,
-        l.tickMs,
-        grace,
-      ],
-    )
-    const row = rows[0]
-    if (row.status !== 'granted') throw lost(row.message ?? row.status)
-    return {
-      namespace: request.namespace,
-      worker: Number(row.worker),
-      incarnation: request.incarnation,
-      grantId: String(row.grant_id),
-      start: Number(row.start_tick),
-      end: Number(row.end_tick),
-    }
+    const { rows } = await pool.query(call.text, call.values)
+    return native.grantFromPostgresRow(request, rows[0])
   }
 }
 
-/** A grant source on Redis through a node-redis (v4+) client. */
-function redis(client, { leaseGraceMs = DEFAULT_LEASE_GRACE_MS, logMax = DEFAULT_REDIS_LOG_MAX } = {}) {
+/**
+ * A grant source on Redis through a node-redis (v4+) client: the script's
+ * keys and arguments and the reading of its reply are the Rust adapter's
+ * own (`redisAcquireCall`, `grantFromRedisReply`).
+ */
+function redis(client, options = {}) {
   const script = authorityFile('lua/v1.lua')
   return async (request) => {
-    const l = request.layout
-    const answer = await client.eval(script, {
-      keys: [`grantid:{${request.namespace}}`],
-      arguments: [
-        'acquire',
-        String(request.incarnation),
-        String(request.requestId),
-        request.worker === null ? '' : String(request.worker),
-        String(request.notBefore),
-        String(request.duration),
-        String(l.timestampBits),
-        String(l.workerBits),
-        String(l.sequenceBits),
-        String(l.epochMs),
-        String(l.tickMs),
-        String(Math.ceil(leaseGraceMs / l.tickMs)),
-        '',
-        String(logMax),
-      ],
-    })
-    if (answer[0] !== 'granted') throw lost(String(answer[1]))
-    return {
-      namespace: request.namespace,
-      worker: Number(answer[1]),
-      incarnation: request.incarnation,
-      grantId: String(answer[2]),
-      start: Number(answer[3]),
-      end: Number(answer[4]),
-    }
+    const call = native.redisAcquireCall(request, options)
+    const reply = await client.eval(script, call)
+    return native.grantFromRedisReply(request, reply)
   }
 }
 

@@ -194,6 +194,19 @@ export interface Grant {
   end: number | bigint
 }
 
+/**
+ * The grant the row of `grantid.acquire` gives `request`; else throws the
+ * answer, as `grantFromRedisReply` does.
+ */
+export declare function grantFromPostgresRow(request: GrantRequest, row: unknown): Grant
+
+/**
+ * The grant the script's `reply` gives `request`; else throws the answer
+ * (`grantError`: `'lost'`, `'unavailable'` for `wait`, `'refused'`,
+ * `'invalid'` for anything malformed).
+ */
+export declare function grantFromRedisReply(request: GrantRequest, reply: unknown): Grant
+
 /** What `onEvent` is told. */
 export interface GrantIdEvent {
   /** The event's name (`grant`, `grant_uncertain`, `lease_lost`, ...). */
@@ -271,6 +284,27 @@ export interface LeaseLost {
  */
 export declare function parseId(text: string): string
 
+/** The `grantid.acquire` statement that asks for `request`. */
+export declare function postgresAcquireCall(request: GrantRequest, options?: StoreCallOptions): SqlStatement
+
+/** The Redis script run (`keys`, `arguments`) that asks for `request`. */
+export declare function redisAcquireCall(request: GrantRequest, options?: StoreCallOptions): RedisCall
+
+/** One run of the Redis script, as node-redis's `eval` takes it. */
+export interface RedisCall {
+  keys: Array<string>
+  arguments: Array<string>
+}
+
+/**
+ * One SQL statement, as node-postgres's `query` takes it (`$1` ...;
+ * 64-bit values as decimal strings).
+ */
+export interface SqlStatement {
+  text: string
+  values: Array<string | number | null>
+}
+
 /** Options of `Generator.start`. Durations are milliseconds. */
 export interface StartOptions {
   /**
@@ -343,4 +377,21 @@ export interface Stats {
   remainingTicks: number
   incarnation: bigint
   forkReactivations: number
+}
+
+/**
+ * The options of the helpers' calls; a missing one takes the reference
+ * authorities' default (the URL options of docs/AUTHORITIES.md).
+ */
+export interface StoreCallOptions {
+  /** `lease_grace_ms` (5000). */
+  leaseGraceMs?: number
+  /** `log_max` (Redis, 1000000). */
+  logMax?: number
+  /** `max_lead_ms` (7000). */
+  maxLeadMs?: number
+  /** `clock_skew_ms` (1000). */
+  clockSkewMs?: number
+  /** The authority's time in Unix ms; absent: the server's clock. */
+  nowMs?: number
 }

@@ -32,7 +32,12 @@ test('postgres(pool) hands out distinct workers', { skip: !pgUrl && !required &&
   }
 })
 
-test('redis(client) runs the authority\'s Lua script and reads its answer', async () => {
+const request = {
+  namespace: 'ns', incarnation: 2n ** 63n + 5n, requestId: 1, worker: null, notBefore: 0, now: 90,
+  duration: 100, layout: { timestampBits: 41, workerBits: 10, sequenceBits: 12, epochMs: 1767225600000, tickMs: 1 },
+}
+
+test('redis(client) runs the authority\'s Lua script with the Rust adapter\'s keys and arguments', async () => {
   const fs = require('node:fs')
   const path = require('node:path')
   const lua = fs.readFileSync(path.join(__dirname, '..', '..', 'authority', 'lua', 'v1.lua'), 'utf8')
@@ -40,18 +45,72 @@ test('redis(client) runs the authority\'s Lua script and reads its answer', asyn
   const client = {
     eval: async (script, options) => {
       calls.push({ script, options })
-      return calls.length === 1 ? ['granted', 3, '7', '100', '200'] : ['lost', 'worker 3 is held']
+      return ['granted', 3, '7', '100', '200']
     },
   }
-  const source = authorities.redis(client)
-  const request = {
-    namespace: 'ns', incarnation: 2n ** 63n + 5n, requestId: 1, worker: null, notBefore: 0, now: 90,
-    duration: 100, layout: { timestampBits: 41, workerBits: 10, sequenceBits: 12, epochMs: 1767225600000, tickMs: 1 },
-  }
+  const source = authorities.redis(client, { maxLeadMs: 9000 })
   const grant = await source(request)
-  assert.deepEqual(grant, { namespace: 'ns', worker: 3, incarnation: request.incarnation, grantId: '7', start: 100, end: 200 })
+  assert.deepEqual(grant, { namespace: 'ns', worker: 3, incarnation: String(request.incarnation), grantId: '7', start: 100, end: 200 })
   assert.equal(calls[0].script, lua)
-  assert.deepEqual(calls[0].options.keys, ['grantid:{ns}'])
+  assert.deepEqual(calls[0].options.keys, ['grantid:{ns}', 'grantid:store'])
   assert.deepEqual(calls[0].options.arguments.slice(0, 4), ['acquire', '9223372036854775813', '1', ''])
-  await assert.rejects(source({ ...request, worker: 3 }), { code: 'LEASE_LOST', message: 'worker 3 is held' })
+  assert.equal(calls[0].options.arguments.length, 18)
+  assert.equal(calls[0].options.arguments[15], '9000')
+})
+
+// Every answer kind of the store, through the helpers, gets the error the
+// Rust adapters give it (authority/src/answer.rs): lost is LEASE_LOST, wait
+// is UNAVAILABLE (retried), refused is INVALID_ARGUMENT (start-up fails),
+// anything malformed is an invalid grant.
+const kinds = [
+  { status: 'lost', code: 'LEASE_LOST', grantError: 'lost' },
+  { status: 'wait', code: 'UNAVAILABLE', grantError: 'unavailable' },
+  { status: 'refused', code: 'INVALID_ARGUMENT', grantError: 'refused' },
+  { status: 'maybe', code: 'UNAVAILABLE', grantError: 'invalid' },
+]
+
+test('every Redis answer kind has the error kind it has in Rust', async () => {
+  for (const k of kinds) {
+    const source = authorities.redis({ eval: async () => [k.status, 'why'] })
+    await assert.rejects(source(request), (e) => {
+      assert.equal(e.code, k.code, k.status)
+      assert.equal(e.grantError, k.grantError, k.status)
+      return true
+    })
+  }
+  const short = authorities.redis({ eval: async () => ['granted', 3] })
+  await assert.rejects(short(request), { grantError: 'invalid' })
+  // A grant that starts before the request's notBefore.
+  const early = authorities.redis({ eval: async () => ['granted', 3, '7', '0', '200'] })
+  await assert.rejects(early({ ...request, notBefore: 50 }), { grantError: 'invalid' })
+})
+
+test('every PostgreSQL answer kind has the error kind it has in Rust', async () => {
+  const pool = (row) => ({
+    query: async (text) => (text.includes('to_regprocedure') ? { rows: [{ f: 'grantid.acquire' }] } : { rows: [row] }),
+  })
+  for (const k of kinds) {
+    const source = authorities.postgres(pool({ status: k.status, worker: null, grant_id: null, start_tick: null, end_tick: null, message: 'why' }))
+    await assert.rejects(source(request), { code: k.code, grantError: k.grantError })
+  }
+  const granted = authorities.postgres(pool({ status: 'granted', worker: '3', grant_id: '7', start_tick: '100', end_tick: '200', message: null }))
+  assert.deepEqual(await granted(request), { namespace: 'ns', worker: 3, incarnation: String(request.incarnation), grantId: '7', start: 100, end: 200 })
+  const missing = authorities.postgres(pool(undefined))
+  await assert.rejects(missing(request), { grantError: 'invalid' })
+})
+
+test('a generator on a helper that answers wait keeps retrying, and one that answers refused fails at start', async () => {
+  const waiting = authorities.redis({ eval: async () => ['wait', 'would end more than max_lead_ms after the authority clock'] })
+  await assert.rejects(Generator.start({ grantSource: waiting, namespace: 'ns-wait', startupTimeoutMs: 300 }), (e) => {
+    assert.equal(e.code, 'UNAVAILABLE', e.message)
+    return true
+  })
+  const refused = authorities.redis({ eval: async () => ['refused', 'namespace is registered with another layout'] })
+  const t0 = Date.now()
+  await assert.rejects(Generator.start({ grantSource: refused, namespace: 'ns-refused', startupTimeoutMs: 5000 }), (e) => {
+    assert.equal(e.code, 'INVALID_ARGUMENT', e.message)
+    assert.match(e.message, /another layout/)
+    return true
+  })
+  assert.ok(Date.now() - t0 < 4000, 'a refusal fails start-up at once')
 })

@@ -30,6 +30,7 @@ mod functions;
 mod generator;
 mod hot;
 mod options;
+mod protocol;
 mod public;
 mod source;
 mod url;

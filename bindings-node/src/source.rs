@@ -212,17 +212,23 @@ fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, tx: SyncSender<An
     let _ = tx.try_send(parse_grant(&value));
 }
 
-/// Classifies a thrown or rejected value: `code === 'LEASE_LOST'` is a
-/// confirmed loss, anything else uncertain.
+/// Classifies a thrown or rejected value: a `grantError` naming an answer
+/// (`'lost'`, `'unavailable'`, `'invalid'`, `'refused'`, as the decoders of
+/// `protocol.rs` throw them) is that answer; else `code === 'LEASE_LOST'`
+/// is a confirmed loss, anything else uncertain.
 fn refusal(value: &Unknown<'_>) -> GrantError {
-    let (code, message) = match as_object(value) {
+    let (code, message, answer) = match as_object(value) {
         Some(object) => (
             string_property(&object, "code"),
             string_property(&object, "message"),
+            string_property(&object, "grantError"),
         ),
-        None => (None, plain_string(value)),
+        None => (None, plain_string(value), None),
     };
     let why = message.unwrap_or_else(|| "the grant source failed without a message".into());
+    if let Some(answer) = answer.and_then(|name| GrantError::named(&name, why.clone())) {
+        return answer;
+    }
     if code.as_deref() == Some("LEASE_LOST") {
         GrantError::Lost(why)
     } else {
@@ -238,7 +244,7 @@ fn as_object<'a>(value: &Unknown<'a>) -> Option<Object<'a>> {
     }
 }
 
-fn plain_string(value: &Unknown<'_>) -> Option<String> {
+pub(crate) fn plain_string(value: &Unknown<'_>) -> Option<String> {
     match value.get_type() {
         // SAFETY: the value's type was checked to be a string.
         Ok(ValueType::String) => unsafe { value.cast::<String>() }.ok(),
@@ -290,7 +296,7 @@ fn parse_grant(value: &Unknown<'_>) -> Answer {
     })
 }
 
-fn type_name(value: &Unknown<'_>) -> &'static str {
+pub(crate) fn type_name(value: &Unknown<'_>) -> &'static str {
     match value.get_type() {
         Ok(ValueType::Undefined) => "undefined",
         Ok(ValueType::Null) => "null",
@@ -307,7 +313,12 @@ fn type_name(value: &Unknown<'_>) -> &'static str {
 
 /// A non-negative integer given as a safe-integer number, a bigint, or (when
 /// `text` allows) a decimal string.
-fn integer(value: &Unknown<'_>, name: &str, max: u64, text: bool) -> Result<u64, GrantError> {
+pub(crate) fn integer(
+    value: &Unknown<'_>,
+    name: &str,
+    max: u64,
+    text: bool,
+) -> Result<u64, GrantError> {
     let parsed = match value.get_type() {
         Ok(ValueType::Number) => {
             // SAFETY: the value's type was checked to be a number.
@@ -373,8 +384,7 @@ fn big_integer(value: &Unknown<'_>, name: &str) -> Result<u64, GrantError> {
 
 /// The shape of a grant, for the TypeScript declarations. Answers are read
 /// field by field by `parse_grant`, which names a missing or mistyped field.
-#[napi(object, object_to_js = false, js_name = "Grant")]
-#[allow(dead_code)]
+#[napi(object, object_from_js = false, js_name = "Grant")]
 pub struct GrantShape {
     pub namespace: String,
     pub worker: u32,

@@ -392,6 +392,4 @@ export interface StoreCallOptions {
   maxLeadMs?: number
   /** `clock_skew_ms` (1000). */
   clockSkewMs?: number
-  /** The authority's time in Unix ms; absent: the server's clock. */
-  nowMs?: number
 }

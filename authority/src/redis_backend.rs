@@ -13,7 +13,7 @@ use redis::{Client, Connection, Script};
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
-use crate::protocol;
+use crate::protocol::{self, REDIS_STORE_KEY as STORE_KEY, redis_key_prefix as key_prefix};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
@@ -29,10 +29,6 @@ pub struct RedisAuthority {
     conn: ForkLocal<Option<Connection>>,
 }
 
-/// The key of the store-wide state-loss record (docs/AUTHORITIES.md, "State
-/// loss").
-use crate::protocol::REDIS_STORE_KEY as STORE_KEY;
-
 impl std::fmt::Debug for RedisAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisAuthority")
@@ -44,8 +40,6 @@ impl std::fmt::Debug for RedisAuthority {
 fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("redis: {what}: {e}"))
 }
-
-use crate::protocol::redis_key_prefix as key_prefix;
 
 impl RedisAuthority {
     /// Parses a `redis://` URL (without grantid's options). Does not

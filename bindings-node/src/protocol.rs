@@ -32,8 +32,6 @@ pub struct StoreCallOptions {
     pub max_lead_ms: Option<f64>,
     /// `clock_skew_ms` (1000).
     pub clock_skew_ms: Option<f64>,
-    /// The authority's time in Unix ms; absent: the server's clock.
-    pub now_ms: Option<f64>,
 }
 
 /// One run of the Redis script, as node-redis's `eval` takes it.
@@ -52,9 +50,11 @@ pub struct SqlStatement {
     pub values: Vec<Option<String>>,
 }
 
-fn options_from_js(o: Option<&StoreCallOptions>) -> Result<(Options, Option<u64>), JsErr> {
+/// The call options; the authority's time is always the server's clock.
+/// The calls' options. The authority's time is always the server's clock.
+fn options_from_js(o: Option<&StoreCallOptions>) -> Result<Options, JsErr> {
     let d = Options::default();
-    let Some(o) = o else { return Ok((d, None)) };
+    let Some(o) = o else { return Ok(d) };
     let ms = |v: Option<f64>, name: &str, default: u64| match v {
         None => Ok(default),
         Some(v) => number_to_u64(v, name, MAX_SAFE),
@@ -66,11 +66,7 @@ fn options_from_js(o: Option<&StoreCallOptions>) -> Result<(Options, Option<u64>
         clock_skew_ms: ms(o.clock_skew_ms, "clockSkewMs", d.clock_skew_ms)?,
         ..d
     };
-    let now = o
-        .now_ms
-        .map(|v| number_to_u64(v, "nowMs", MAX_SAFE))
-        .transpose()?;
-    Ok((options, now))
+    Ok(options)
 }
 
 fn as_object<'a>(value: &Unknown<'a>, what: &str) -> Result<Object<'a>, JsErr> {
@@ -206,9 +202,9 @@ pub fn redis_acquire_call(
     options: Option<StoreCallOptions>,
 ) -> napi::Result<RedisCall> {
     let request = request_from_js(&request).map_err(|e| thrown(&env, e))?;
-    let (options, now) = options_from_js(options.as_ref()).map_err(|e| thrown(&env, e))?;
+    let options = options_from_js(options.as_ref()).map_err(|e| thrown(&env, e))?;
     let call =
-        protocol::redis_acquire(&request, &options, now).map_err(|e| answer_error(&env, e))?;
+        protocol::redis_acquire(&request, &options, None).map_err(|e| answer_error(&env, e))?;
     Ok(RedisCall {
         keys: call.keys,
         arguments: call.args,
@@ -262,9 +258,9 @@ pub fn postgres_acquire_call(
     options: Option<StoreCallOptions>,
 ) -> napi::Result<SqlStatement> {
     let request = request_from_js(&request).map_err(|e| thrown(&env, e))?;
-    let (options, now) = options_from_js(options.as_ref()).map_err(|e| thrown(&env, e))?;
+    let options = options_from_js(options.as_ref()).map_err(|e| thrown(&env, e))?;
     let call =
-        protocol::postgres_acquire(&request, &options, now).map_err(|e| answer_error(&env, e))?;
+        protocol::postgres_acquire(&request, &options, None).map_err(|e| answer_error(&env, e))?;
     Ok(sql_to_js(&call))
 }
 

@@ -12,6 +12,7 @@ mod generator;
 mod grant;
 mod layout;
 mod logbridge;
+mod protocol;
 mod public;
 mod source;
 mod url;
@@ -42,6 +43,7 @@ fn _grantid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout::parse_id, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     url::register(m)?;
+    protocol::register(m)?;
     logbridge::install(m.py())?;
     m.add_function(wrap_pyfunction!(logbridge::log_bridge_installed, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -3,8 +3,10 @@
 //! The core calls `acquire` on its renewal thread (never on the `next_id`
 //! path); it attaches to the interpreter and calls the stored callable with
 //! the GIL held. A `grantid.LeaseLost` raised by the callable is a confirmed
-//! loss; any other exception, and a missing or mistyped grant field, is
-//! uncertain: logged on the `grantid` logger and retried by the core.
+//! loss; an exception with `grant_error` (raised by the store decoders of
+//! `protocol.rs`) is the answer it names; any other exception, and a
+//! missing or mistyped grant field, is uncertain: logged on the `grantid`
+//! logger and retried by the core.
 //!
 //! The callable runs on a helper thread and the renewal thread waits for it
 //! at most `source_timeout`: a callable that blocks (a socket without a
@@ -25,6 +27,7 @@ use pyo3::types::PyTuple;
 
 use crate::errors::is_kind;
 use crate::grant::{PyGrant, PyGrantRequest, PyLeaseLostEvent, grant_from_answer};
+use crate::protocol::named_answer;
 
 /// Set when the interpreter is shutting down: no more calls into Python.
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
@@ -210,27 +213,31 @@ impl PyCalls {
             .map_err(|e| GrantError::Unavailable(format!("cannot make the request: {e}")))?;
         let answer = match self.acquire.call1(py, (request,)) {
             Ok(answer) => answer,
-            Err(err) if is_kind(py, &err, ErrorKind::LeaseLost) => {
-                let reason = err.value(py).to_string();
-                return Err(GrantError::Lost(reason));
-            }
-            Err(err) => {
-                // The core logs the failure once (`event=grant_uncertain`,
-                // warning, with this reason); the traceback goes at debug.
-                let why = format!("the grant source raised {}", describe(py, &err));
-                log(
-                    py,
-                    "debug",
-                    &format!("event={} {why}", grantid::events::SOURCE_TRACEBACK.name),
-                    Some(&err),
-                );
-                return Err(GrantError::Unavailable(why));
-            }
+            // An answer decoded by grantid.authorities keeps its kind.
+            Err(err) => return Err(named_answer(py, &err).unwrap_or_else(|| failure(py, &err))),
         };
         // The core logs an invalid grant (`event=grant_invalid`, error).
         grant_from_answer(answer.bind(py))
             .map_err(|why| GrantError::Invalid(format!("from the grant source: {why}")))
     }
+}
+
+/// What an exception raised by the source reports: `LeaseLost` a confirmed
+/// loss, anything else an uncertain answer.
+fn failure(py: Python<'_>, err: &PyErr) -> GrantError {
+    if is_kind(py, err, ErrorKind::LeaseLost) {
+        return GrantError::Lost(err.value(py).to_string());
+    }
+    // The core logs the failure once (`event=grant_uncertain`, warning,
+    // with this reason); the traceback goes at debug.
+    let why = format!("the grant source raised {}", describe(py, err));
+    log(
+        py,
+        "debug",
+        &format!("event={} {why}", grantid::events::SOURCE_TRACEBACK.name),
+        Some(err),
+    );
+    GrantError::Unavailable(why)
 }
 
 /// `grantid._forkguard.GUARD` (None if the package is not importable).

@@ -3,9 +3,17 @@
 Both helpers are thin: the allocation rule runs inside the server, as the
 PostgreSQL function ``grantid.acquire`` or the Redis Lua script shipped by
 the authority crate (``authority/sql/v1.sql``, ``authority/lua/v1.lua``,
-built into this package; see ``POSTGRES_SQL`` and ``REDIS_LUA``). The
-helpers only pass a request in and turn the answer into a ``Grant`` or a
-``LeaseLost``; any other failure propagates and counts as *unavailable*.
+built into this package; see ``POSTGRES_SQL`` and ``REDIS_LUA``). The calls
+and the reading of the answers are the Rust adapters' own (the extension's
+``postgres_acquire_call`` / ``grant_from_postgres_row`` and
+``redis_acquire_call`` / ``grant_from_redis_reply``); the helpers only do the
+I/O. Every answer has the kind it has in Rust: ``lost`` raises
+``LeaseLost``, ``wait`` ``Unavailable`` (retried), ``refused``
+``InvalidArgument`` (start-up fails at once), a malformed answer
+``Unavailable`` as an invalid grant; each of these carries ``grant_error``
+(``"lost"``, ``"unavailable"``, ``"refused"``, ``"invalid"``), and the
+generator takes it as exactly that answer. Any other failure (a lost
+connection) propagates and counts as *unavailable*.
 
     import psycopg, redis, grantid
     from grantid import authorities
@@ -22,10 +30,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _after_fork_in_child, _grantid
-from ._grantid import Grant, GrantRequest, LeaseLost
+from ._grantid import Grant, GrantRequest
 
 POSTGRES_SQL: str = _grantid.POSTGRES_SQL
 REDIS_LUA: str = _grantid.REDIS_LUA
@@ -33,14 +41,8 @@ DEFAULT_LEASE_GRACE_MS: int = _grantid.DEFAULT_LEASE_GRACE_MS
 
 __all__ = ["POSTGRES_SQL", "REDIS_LUA", "DEFAULT_LEASE_GRACE_MS", "PostgresSource", "RedisSource", "postgres", "redis"]
 
-
-def _signed64(value: int) -> int:
-    """A 64-bit unsigned value as the bigint with the same bits."""
-    return value - 2**64 if value >= 2**63 else value
-
-
-def _grace_ticks(lease_grace_ms: int, tick_ms: int) -> int:
-    return min(-(-lease_grace_ms // tick_ms), 2**62)
+# PostgreSQL's SQLSTATE undefined_function.
+_UNDEFINED_FUNCTION = "42883"
 
 
 class PostgresSource:
@@ -48,8 +50,9 @@ class PostgresSource:
 
     ``connect`` is a function returning a new psycopg (3) connection; it is
     called lazily, again after a failure, and in a ``fork()`` child. The
-    schema is applied when missing (``POSTGRES_SQL``, under the same
-    advisory lock as the Rust adapter)."""
+    schema is applied when missing, or when the database lacks the function
+    the call names (an older schema), as ``POSTGRES_SQL`` under the same
+    advisory lock as the Rust adapter."""
 
     def __init__(self, connect: Callable[[], Any], *, lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS) -> None:
         self._connect = connect
@@ -66,6 +69,12 @@ class PostgresSource:
         self._conn = None
         self._pid = os.getpid()
 
+    @staticmethod
+    def _apply_schema(conn: Any) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('grantid schema'))")
+            conn.execute(POSTGRES_SQL)
+
     def _connection(self) -> Any:
         if self._conn is None or self._pid != os.getpid():
             conn = self._connect()
@@ -76,17 +85,23 @@ class PostgresSource:
                 ready = conn.execute("SELECT 1 FROM grantid.schema_version WHERE version >= 1").fetchone()
             conn.commit()
             if ready is None:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('grantid schema'))")
-                    conn.execute(POSTGRES_SQL)
+                self._apply_schema(conn)
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
-    def _run(self, query: str, params: tuple) -> Any:  # type: ignore[type-arg]
+    def _run(self, call: Tuple[str, List[Union[str, int, None]]]) -> Any:
+        text, params = call
         with self._lock:
             try:
                 conn = self._connection()
-                row = conn.execute(query, params).fetchone()
+                try:
+                    row = conn.execute(text, params).fetchone()
+                except Exception as e:
+                    if getattr(e, "sqlstate", None) != _UNDEFINED_FUNCTION:
+                        raise
+                    conn.rollback()
+                    self._apply_schema(conn)
+                    row = conn.execute(text, params).fetchone()
                 conn.commit()
                 return row
             except BaseException:
@@ -99,103 +114,55 @@ class PostgresSource:
                 raise
 
     def acquire(self, request: GrantRequest) -> Grant:
-        layout = request.layout
-        row = self._run(
-            "SELECT status, worker, grant_id, start_tick, end_tick, message FROM grantid.acquire("
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                request.namespace,
-                _signed64(request.incarnation),
-                _signed64(request.request_id),
-                request.worker,
-                min(request.not_before, layout.timestamp_limit),
-                min(max(request.duration, 1), layout.timestamp_limit),
-                layout.timestamp_bits,
-                layout.worker_bits,
-                layout.sequence_bits,
-                layout.epoch_ms,
-                layout.tick_ms,
-                _grace_ticks(self._lease_grace_ms, layout.tick_ms),
-                None,
-            ),
-        )
-        status, worker, grant_id, start, end, message = row
-        if status == "lost":
-            raise LeaseLost(f"namespace {request.namespace!r}: {message}")
-        if status != "granted":
-            raise RuntimeError(f"grantid.acquire answered {row!r}")
-        return request.grant(worker=worker, start=start, end=end, grant_id=grant_id)
+        call = _grantid.postgres_acquire_call(request, lease_grace_ms=self._lease_grace_ms)
+        return _grantid.grant_from_postgres_row(request, self._run(call))
 
     def release(self, grant: Grant) -> None:
-        self._run(
-            "SELECT grantid.release(%s, %s, %s, %s)",
-            (grant.namespace, grant.worker, _signed64(grant.incarnation), None),
-        )
+        self._run(_grantid.postgres_release_call(grant))
 
 
 class RedisSource:
     """Runs the grantid Lua script through redis-py (``EVALSHA``, loading
-    the script when the server does not have it). ``client`` is a
-    ``redis.Redis``; redis-py reconnects by itself after ``fork()``."""
+    the script when the server does not have it), with the keys and
+    arguments of the Rust adapter: the namespace's key and the store's
+    state-loss record, the layout and its datacenter split, the lease
+    grace, ``log_max``, ``max_lead_ms`` and ``clock_skew_ms`` (a missing
+    one takes the URL authority's default). The authority's time is the
+    server's clock. ``client`` is a ``redis.Redis``; redis-py reconnects by
+    itself after ``fork()``."""
 
     def __init__(
         self,
         client: Any,
         *,
         lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS,
-        log_max: int = 1_000_000,
-        now_ms: Optional[Callable[[], int]] = None,
+        log_max: Optional[int] = None,
+        max_lead_ms: Optional[int] = None,
+        clock_skew_ms: Optional[int] = None,
     ) -> None:
         self._script = client.register_script(REDIS_LUA)
         self._lease_grace_ms = lease_grace_ms
         self._log_max = log_max
-        self._now_ms = now_ms
+        self._max_lead_ms = max_lead_ms
+        self._clock_skew_ms = clock_skew_ms
 
-    def _now_arg(self) -> str:
-        return "" if self._now_ms is None else str(self._now_ms())
-
-    @staticmethod
-    def _key(namespace: str) -> str:
-        return "grantid:{" + namespace + "}"
+    def _eval(self, call: Tuple[List[str], List[str]]) -> Sequence[Any]:
+        keys, args = call
+        reply: Sequence[Any] = self._script(keys=keys, args=args)
+        return reply
 
     def acquire(self, request: GrantRequest) -> Grant:
-        layout = request.layout
-        if layout.timestamp_bits > 52:
-            raise LeaseLost(
-                f"namespace {request.namespace!r}: the Redis authority needs at most 52 timestamp "
-                "bits and epoch/tick below 2^53 ms"
-            )
-        reply = self._script(
-            keys=[self._key(request.namespace)],
-            args=[
-                "acquire",
-                str(request.incarnation),
-                str(request.request_id),
-                "" if request.worker is None else str(request.worker),
-                min(request.not_before, layout.timestamp_limit),
-                min(max(request.duration, 1), layout.timestamp_limit),
-                layout.timestamp_bits,
-                layout.worker_bits,
-                layout.sequence_bits,
-                layout.epoch_ms,
-                layout.tick_ms,
-                min(-(-self._lease_grace_ms // layout.tick_ms), 1 << 40),
-                self._now_arg(),
-                self._log_max,
-            ],
+        call = _grantid.redis_acquire_call(
+            request,
+            lease_grace_ms=self._lease_grace_ms,
+            log_max=self._log_max,
+            max_lead_ms=self._max_lead_ms,
+            clock_skew_ms=self._clock_skew_ms,
         )
-        answer = [x.decode() if isinstance(x, bytes) else str(x) for x in reply]
-        if answer and answer[0] == "lost":
-            raise LeaseLost(f"namespace {request.namespace!r}: {answer[1] if len(answer) > 1 else ''}")
-        if len(answer) != 5 or answer[0] != "granted":
-            raise RuntimeError(f"the grantid script answered {answer!r}")
-        return request.grant(worker=int(answer[1]), grant_id=int(answer[2]), start=int(answer[3]), end=int(answer[4]))
+        return _grantid.grant_from_redis_reply(request, self._eval(call))
 
     def release(self, grant: Grant) -> None:
-        self._script(
-            keys=[self._key(grant.namespace)],
-            args=["release", str(grant.incarnation), str(grant.worker), self._now_arg()],
-        )
+        self._eval(_grantid.redis_release_call(grant))
 
 
 def postgres(connect: Callable[[], Any], *, lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS) -> PostgresSource:
@@ -204,6 +171,15 @@ def postgres(connect: Callable[[], Any], *, lease_grace_ms: int = DEFAULT_LEASE_
     return PostgresSource(connect, lease_grace_ms=lease_grace_ms)
 
 
-def redis(client: Any, *, lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS) -> RedisSource:
+def redis(
+    client: Any,
+    *,
+    lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS,
+    log_max: Optional[int] = None,
+    max_lead_ms: Optional[int] = None,
+    clock_skew_ms: Optional[int] = None,
+) -> RedisSource:
     """A grant source running the grantid Lua script via a redis-py client."""
-    return RedisSource(client, lease_grace_ms=lease_grace_ms)
+    return RedisSource(
+        client, lease_grace_ms=lease_grace_ms, log_max=log_max, max_lead_ms=max_lead_ms, clock_skew_ms=clock_skew_ms
+    )

@@ -3,7 +3,8 @@
 # "Deployment fuzzer"): each patch in scripts/deploy-fuzz-controls/ reverts
 # one fix of a duplicate path, in a scratch copy of the tree; the fuzzer,
 # run on that build's grantid with the engines and case count the patch
-# names, must find repeated IDs. A control it does not catch fails the run.
+# names (and the fuzzer options it names, such as a --focus), must find
+# repeated IDs. A control it does not catch fails the run.
 #
 #   ./scripts/deploy-fuzz-controls.sh            every control
 #   ./scripts/deploy-fuzz-controls.sh 1 5        the controls whose names start so
@@ -30,6 +31,7 @@ for patch in scripts/deploy-fuzz-controls/*.patch; do
   fi
   engines=$(sed -n 's/^engines: //p' "$patch")
   cases=$(sed -n 's/^cases: //p' "$patch")
+  read -r -a options <<<"$(sed -n 's/^options: //p' "$patch")"
   git -C "$scratch/tree" checkout -q -- .
   git -C "$scratch/tree" apply "$root/$patch"
   echo "=== control $name: building grantid with the fix reverted"
@@ -39,7 +41,7 @@ for patch in scripts/deploy-fuzz-controls/*.patch; do
   start=$(date +%s)
   set +e
   scripts/with-services.sh "$fuzz" --grantid "$scratch/target/debug/grantid" \
-    --engines "$engines" --cases "$cases" --seed 1 >"$scratch/$name.log" 2>&1
+    --engines "$engines" --cases "$cases" --seed 1 "${options[@]}" >"$scratch/$name.log" 2>&1
   rc=$?
   set -e
   found=$(grep -c '^case seed=.* repeated=[1-9]' "$scratch/$name.log" || true)

@@ -102,6 +102,35 @@ pub struct FuzzConfig {
     pub engines: Vec<Engine>,
     /// Keep every case's files (not only a failing case's).
     pub keep: bool,
+    /// Draw every case around one dimension (`--focus`).
+    pub focus: Option<Focus>,
+}
+
+/// A dimension a run draws every case around, as a targeted generator
+/// would: the space is the same, the odds are not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// Every case has a datacenter split, an epoch a moment before its
+    /// start, and a second process with the split's per-datacenter part as
+    /// a whole layout on the same namespace.
+    Split,
+    /// Every case runs on etcd: its keys are copied, two processes restart
+    /// (so they hold workers the copy does not know), the copy is put back
+    /// as a restore that keeps the store's identity and revision would
+    /// (`etcdutl snapshot restore --bump-revision`), and a third process
+    /// restarts after the first renewal that meets the restored store but
+    /// before the last.
+    Restore,
+}
+
+impl Focus {
+    fn parse(name: &str) -> Option<Focus> {
+        match name {
+            "split" => Some(Focus::Split),
+            "restore" => Some(Focus::Restore),
+            _ => None,
+        }
+    }
 }
 
 pub const HELP: &str = "deploy-fuzz: draws deployments, runs them with faults, and checks that no ID repeats
@@ -119,6 +148,11 @@ Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
   --engines LIST  the engines to draw (default: all; mysql and etcd need
                   GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL, grpc needs
                   the binary's etcd-free serve)
+  --focus DIM     draw every case around one dimension: `split` (a datacenter
+                  split, a recent epoch, and the split's per-datacenter part
+                  as a whole layout beside it on the namespace), `restore`
+                  (etcd restored from a copy of its keys, identity and
+                  revision kept, between two processes' renewals)
 ";
 
 impl FuzzConfig {
@@ -135,6 +169,7 @@ impl FuzzConfig {
                 .unwrap_or_else(|| PathBuf::from("grantid")),
             engines: Engine::ALL.to_vec(),
             keep: false,
+            focus: None,
         };
         let mut args = args.peekable();
         while let Some(a) = args.next() {
@@ -151,6 +186,10 @@ impl FuzzConfig {
                 "--case-ms" => c.case_ms = number(value()?)?.max(1_000),
                 "--grantid" => c.grantid = PathBuf::from(value()?),
                 "--keep" => c.keep = true,
+                "--focus" => {
+                    let v = value()?;
+                    c.focus = Some(Focus::parse(&v).ok_or(format!("unknown focus {v:?}"))?);
+                }
                 "--engines" => {
                     c.engines = value()?
                         .split(',')
@@ -181,6 +220,8 @@ struct ProcSpec {
 enum Fault {
     /// SIGKILL a process and start it again.
     KillRestart(usize),
+    /// SIGKILL a process for good (a scale-down).
+    Kill(usize),
     /// SIGSTOP a process for this many ms.
     Stop(usize, u64),
     /// Copy the state file (a backup) / the Redis dump (`SAVE`).
@@ -195,6 +236,12 @@ enum Fault {
     RedisStale,
     /// Crash PostgreSQL (immediate stop) and start it again.
     PgCrash,
+    /// Copy the case's etcd keys.
+    EtcdCopy,
+    /// Put back the keys of the last `EtcdCopy` (every key of the case's
+    /// namespaces deleted, the copy's put), the processes stopped meanwhile
+    /// as during a restore: the cluster's identity and revision go on.
+    EtcdRestore,
     /// SIGKILL a `grantid serve` and start it again on its port.
     ServeRestart(usize),
 }
@@ -208,6 +255,11 @@ struct Case {
     faults: Vec<(u64, Fault)>,
     /// The `grantid serve` authorities (grpc engines): one or two servers.
     serve: Vec<String>,
+    /// The layout's epoch this many ms before the case starts (`--epoch-ms`
+    /// of every process), or the default epoch. A recent epoch makes the
+    /// timestamps small, so IDs of layouts that encode time at different
+    /// scales meet within a case.
+    recent_epoch: Option<u64>,
 }
 
 /// What a run saw.
@@ -270,6 +322,9 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
     if engines.is_empty() {
         return Err("no engine to draw from".into());
     }
+    if config.focus == Some(Focus::Restore) && shared.etcd.is_none() {
+        return Err("--focus restore needs etcd (GRANTID_TEST_ETCD_URL)".into());
+    }
     let started = Instant::now();
     let mut outcome = FuzzOutcome::default();
     for i in 0..config.cases {
@@ -279,7 +334,7 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
         let seed = config.seed.wrapping_add(i);
         let dir = work.join(format!("case-{seed}"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let case = draw(seed, &engines, &dir, &shared);
+        let case = draw(seed, &engines, &dir, &shared, config.focus);
         let line = run_case(config, &case, &dir, &mut shared, &mut outcome)?;
         println!("{line}");
         if outcome.failures.is_empty() && !config.keep {
@@ -308,16 +363,29 @@ fn with(url: &str, option: &str) -> String {
 }
 
 /// Draws case `seed`.
-fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
+fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Option<Focus>) -> Case {
+    if focus == Some(Focus::Restore) {
+        return draw_restore(seed, shared);
+    }
     let mut rng = fastrand::Rng::with_seed(seed);
     let engine = pick(&mut rng, engines);
+    let split_focus = focus == Some(Focus::Split);
+    // The default epoch (2026-01-01), or one up to a second before the
+    // case starts.
+    let recent_epoch = (split_focus || rng.u8(..10) < 3).then(|| rng.u64(..1_000));
     // The layout every process starts from: few workers (so they are
     // recycled), few sequence bits and ticks of 1 to 4 ms (so a process
     // prints a few thousand IDs a second).
-    let worker_bits: u8 = rng.u8(2..=4);
+    // (`--focus split`: two workers per datacenter, so a worker given up
+    // by one process is soon another's.)
+    let worker_bits: u8 = if split_focus { 1 } else { rng.u8(2..=4) };
     let sequence_bits: u8 = rng.u8(1..=4);
     let tick: u64 = rng.u64(1..=4);
-    let split: u8 = if rng.u8(..10) < 3 { 1 } else { 0 };
+    let split: u8 = if split_focus || rng.u8(..10) < 3 {
+        1
+    } else {
+        0
+    };
     let shared_ns = rng.u8(..10) < 8;
     let tag = format!("{seed:x}");
     let state = dir.join("state").join("state.json");
@@ -363,6 +431,11 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
         if rng.bool() {
             url = with(&url, "clock_skew_ms=200");
         }
+        // A short lease grace recycles workers within a case (`--focus
+        // split`: always).
+        if split_focus || rng.u8(..3) == 0 {
+            url = with(&url, "lease_grace_ms=200");
+        }
         url
     };
     let grpc = matches!(
@@ -384,7 +457,7 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
     } else {
         Vec::new()
     };
-    let count = rng.usize(2..=5);
+    let count = if split_focus { 2 } else { rng.usize(2..=5) };
     let mut procs = Vec::new();
     for p in 0..count {
         let namespace = if shared_ns || p % 2 == 0 {
@@ -398,13 +471,16 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
             let url = store_url(&mut rng);
             lead(&mut rng, url)
         };
-        let (mut wb, mut sb, mut tk, mut dcb) = (worker_bits, sequence_bits, tick, split);
+        let (wb, mut sb, mut tk, mut dcb) = (worker_bits, sequence_bits, tick, split);
         // Now and then a process with another layout on the namespace.
-        let variant = if rng.u8(..10) < 2 {
+        // The split's per-datacenter part as a whole layout: the worker
+        // bits of one datacenter (`worker_bits`), no split.
+        let variant = if split_focus && p == 1 {
+            dcb = 0;
+            Some("the split's part, unsplit")
+        } else if rng.u8(..10) < 2 {
             Some(match rng.u8(..3) {
                 0 if dcb == 1 => {
-                    // The split's per-datacenter part as a whole layout.
-                    wb = worker_bits - 1;
                     dcb = 0;
                     "the split's part, unsplit"
                 }
@@ -429,7 +505,14 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
             &mut rng,
             &[200u64, 300, 500, 800, 1_000].map(|g| g.min(horizon)),
         );
-        let args = vec![
+        // (`--focus split`: short leases, so a killed process's worker is
+        // free again soon.)
+        let (horizon, grant) = if split_focus {
+            (300, 200)
+        } else {
+            (horizon, grant)
+        };
+        let mut args = vec![
             "--timestamp-bits".into(),
             "40".into(),
             "--worker-bits".into(),
@@ -445,6 +528,10 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
             "--grant-duration-ms".into(),
             grant.to_string(),
         ];
+        if recent_epoch.is_some() {
+            // Set when the case starts (run_case).
+            args.extend(["--epoch-ms".into(), EPOCH_MS.into()]);
+        }
         let _ = write!(
             label,
             "{authority} ns={namespace} layout={}/{}/{}/{tk}ms dc_bits={dcb} horizon={horizon} grant={grant}",
@@ -493,6 +580,14 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
         }
         faults.push((at, fault));
     }
+    if split_focus {
+        // The split process is scaled down, and the unsplit one starts
+        // again after it, to take the first worker that is free (the split
+        // process's) while the split's IDs of a moment ago are half its
+        // clock.
+        let at = rng.u64(900..1_400);
+        faults = vec![(at, Fault::Kill(0)), (at + 250, Fault::KillRestart(1))];
+    }
     faults.sort_by_key(|(at, _)| *at);
     Case {
         seed,
@@ -500,8 +595,75 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared) -> Case {
         procs,
         faults,
         serve,
+        recent_epoch,
     }
 }
+
+/// A case of `--focus restore`: etcd, 3 to 5 processes on one namespace,
+/// and a restore that keeps the store's identity and revision between two
+/// processes' renewals. Process 0 renews every 200 ms, process 1 every
+/// second; both restart after the copy, so the restored store does not
+/// know their workers; process 2 restarts after process 0's first renewal
+/// on the restored store and before process 1's. The forgotten-grant
+/// check answers the first such renewal with a quarantine, so process 2
+/// waits; without it, process 2 is given process 1's worker, which the
+/// restored store counts as never used.
+fn draw_restore(seed: u64, shared: &Shared) -> Case {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let worker_bits: u8 = rng.u8(3..=4);
+    let sequence_bits: u8 = rng.u8(1..=4);
+    let tick: u64 = rng.u64(1..=4);
+    let namespace = format!("fz-{seed:x}-a");
+    let authority = shared.etcd.clone().unwrap_or_default();
+    let procs = (0..rng.usize(3..=5))
+        .map(|p| {
+            let (horizon, grant) = match p {
+                0 => (300u64, 200u64),
+                1 => (2_000, 1_000),
+                _ => (pick(&mut rng, &[300u64, 800, 2_000]), 200),
+            };
+            let args = [
+                ("--timestamp-bits", 40),
+                ("--worker-bits", u64::from(worker_bits)),
+                ("--sequence-bits", u64::from(sequence_bits)),
+                ("--tick-ms", tick),
+                ("--horizon-ms", horizon),
+                ("--grant-duration-ms", grant),
+            ]
+            .iter()
+            .flat_map(|(flag, v)| [flag.to_string(), v.to_string()])
+            .collect();
+            ProcSpec {
+                label: format!(
+                    "{authority} ns={namespace} layout={worker_bits}/{sequence_bits}/40/{tick}ms horizon={horizon} grant={grant}"
+                ),
+                authority: authority.clone(),
+                namespace: namespace.clone(),
+                args,
+                variant: None,
+            }
+        })
+        .collect();
+    let copy = rng.u64(600..1_000);
+    let restore = copy + 300;
+    Case {
+        seed,
+        engine: Engine::Etcd,
+        procs,
+        faults: vec![
+            (copy, Fault::EtcdCopy),
+            (copy + 100, Fault::KillRestart(0)),
+            (copy + 200, Fault::KillRestart(1)),
+            (restore, Fault::EtcdRestore),
+            (restore + rng.u64(250..400), Fault::KillRestart(2)),
+        ],
+        serve: Vec::new(),
+        recent_epoch: None,
+    }
+}
+
+/// The placeholder of a recent epoch in a process's arguments.
+const EPOCH_MS: &str = "EPOCH_MS";
 
 /// `grantid authority init --new-deployment URL`: a store that never
 /// issued an ID starts without a quarantine.
@@ -531,8 +693,13 @@ fn spawn_next(
     config: &FuzzConfig,
     spec: &ProcSpec,
     authority: &str,
+    epoch_ms: Option<u64>,
     out: &Path,
 ) -> Result<Running, String> {
+    let args = spec.args.iter().map(|a| match epoch_ms {
+        Some(ms) if a == EPOCH_MS => ms.to_string(),
+        _ => a.clone(),
+    });
     let stdout = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let stderr = std::fs::File::create(out.with_extension("err"))
         .map_err(|e| format!("{}: {e}", out.display()))?;
@@ -547,7 +714,7 @@ fn spawn_next(
             "20000",
         ])
         .args(["--authority", authority, "--namespace", &spec.namespace])
-        .args(&spec.args)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -668,6 +835,12 @@ fn run_case(
         }
         url
     };
+    let epoch_ms = case.recent_epoch.map(|before| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        now.saturating_sub(before)
+    });
     let mut runs: Vec<Vec<Running>> = Vec::new();
     for (p, spec) in case.procs.iter().enumerate() {
         let out = dir.join(format!("p{p}.0.out"));
@@ -675,6 +848,7 @@ fn run_case(
             config,
             spec,
             &authority_of(spec, &serves),
+            epoch_ms,
             &out,
         )?]);
     }
@@ -684,6 +858,7 @@ fn run_case(
     let mut faults = case.faults.iter().peekable();
     let end = start + Duration::from_millis(config.case_ms);
     let mut injected: Vec<&'static str> = Vec::new();
+    let mut etcd_copy: Vec<(String, String)> = Vec::new();
     while Instant::now() < end {
         let now = Instant::now();
         for gens in runs.iter_mut() {
@@ -711,9 +886,15 @@ fn run_case(
                 }
                 let out = dir.join(format!("p{p}.{}.out", runs[p].len()));
                 let spec = &case.procs[p];
-                let next = spawn_next(config, spec, &authority_of(spec, &serves), &out)?;
+                let next = spawn_next(config, spec, &authority_of(spec, &serves), epoch_ms, &out)?;
                 runs[p].push(next);
                 "kill -9 and restart"
+            }
+            Fault::Kill(p) => {
+                if let Some(r) = runs[p].last_mut() {
+                    kill(&mut r.child);
+                }
+                "kill -9 (scaled down)"
             }
             Fault::Stop(p, ms) => {
                 if let Some(r) = runs[p].last_mut()
@@ -767,6 +948,29 @@ fn run_case(
                     pg.start_again()?;
                 }
                 "postgres crashed and started"
+            }
+            Fault::EtcdCopy => {
+                etcd_copy = etcd_keys(shared, case.seed)?;
+                "etcd keys copied"
+            }
+            Fault::EtcdRestore => {
+                // The processes wait while the store is put back, as
+                // during a restore.
+                let running: Vec<&Child> = runs
+                    .iter()
+                    .filter_map(|g| g.last())
+                    .filter(|r| r.stopped_until.is_none())
+                    .map(|r| &r.child)
+                    .collect();
+                for c in &running {
+                    signal(c, libc::SIGSTOP);
+                }
+                let restored = etcd_put_back(shared, case.seed, &etcd_copy);
+                for c in &running {
+                    signal(c, libc::SIGCONT);
+                }
+                restored?;
+                "etcd restored, identity and revision kept"
             }
             Fault::ServeRestart(i) => {
                 if let Some((port, url, child)) = serves.get_mut(i) {
@@ -840,6 +1044,9 @@ fn run_case(
     for f in &injected {
         *outcome.faults.entry(f).or_default() += 1;
     }
+    if case.recent_epoch.is_some() {
+        *outcome.covered.entry("recent epoch (cases)").or_default() += 1;
+    }
     for spec in &case.procs {
         for (dim, hit) in [
             ("symlinked path", spec.authority.contains("link")),
@@ -853,6 +1060,10 @@ fn run_case(
             ),
             ("datacenter=", spec.authority.contains("datacenter=")),
             ("max_lead_ms set", spec.authority.contains("max_lead_ms")),
+            (
+                "lease_grace_ms set",
+                spec.authority.contains("lease_grace_ms"),
+            ),
             (
                 "clock_skew_ms set",
                 spec.authority.contains("clock_skew_ms"),
@@ -871,6 +1082,9 @@ fn run_case(
         case.procs.len(),
         injected.join(", ")
     );
+    if let Some(ms) = epoch_ms {
+        let _ = write!(line, " epoch_ms={ms}");
+    }
     if repeated > 0 {
         let _ = write!(
             line,
@@ -884,6 +1098,53 @@ fn run_case(
         outcome.failures.push(line.clone());
     }
     Ok(line)
+}
+
+/// `etcdctl` against the run's etcd.
+fn etcdctl(shared: &Shared, args: &[&str]) -> Result<Vec<u8>, String> {
+    let url = shared.etcd.as_deref().unwrap_or_default();
+    let endpoint = url.strip_prefix("etcd://").unwrap_or(url);
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(args)
+        .output()
+        .map_err(|e| format!("etcdctl: {e}"))?;
+    if out.status.success() {
+        Ok(out.stdout)
+    } else {
+        Err(format!(
+            "etcdctl {}: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The key prefix of case `seed`'s namespaces (`fz-<seed>-a`, `-b`).
+fn etcd_case_prefix(seed: u64) -> String {
+    format!("grantid/ns/fz-{seed:x}-")
+}
+
+/// Every key and value of the case's namespaces (grantid writes one-line
+/// JSON values, so `etcdctl get` prints a key line and a value line each).
+fn etcd_keys(shared: &Shared, seed: u64) -> Result<Vec<(String, String)>, String> {
+    let out = etcdctl(shared, &["get", "--prefix", &etcd_case_prefix(seed)])?;
+    let text = String::from_utf8(out).map_err(|e| format!("etcdctl get: {e}"))?;
+    let lines: Vec<&str> = text.lines().collect();
+    Ok(lines
+        .chunks(2)
+        .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.to_string())))
+        .collect())
+}
+
+/// Deletes the case's keys and puts `copy` back.
+fn etcd_put_back(shared: &Shared, seed: u64, copy: &[(String, String)]) -> Result<(), String> {
+    etcdctl(shared, &["del", "--prefix", &etcd_case_prefix(seed)])?;
+    for (key, value) in copy {
+        etcdctl(shared, &["put", key, "--", value])?;
+    }
+    Ok(())
 }
 
 /// The kind of a start-up refusal, from its message.

@@ -209,35 +209,33 @@ pub trait GrantSource: Send + Sync + 'static {
     }
 }
 
-impl<S: GrantSource + ?Sized> GrantSource for Arc<S> {
-    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        (**self).acquire(request)
-    }
-    fn release(&self, last: &Grant) {
-        (**self).release(last)
-    }
-    fn max_lead_ms(&self) -> Option<u64> {
-        (**self).max_lead_ms()
-    }
-    fn datacenter(&self) -> Option<u32> {
-        (**self).datacenter()
-    }
+/// `GrantSource` for the pointers that own a source, every method forwarded
+/// to the pointee: the one list of forwards. A method added to the trait
+/// with a default and not added here would answer its default through a
+/// `Box<dyn Authority>`; `clippy::missing_trait_methods` refuses such an
+/// impl, and `tests::pointers_forward_every_method` calls each method
+/// through each pointer.
+macro_rules! forward_grant_source {
+    ($($pointer:ident),+) => {$(
+        #[deny(clippy::missing_trait_methods)]
+        impl<S: GrantSource + ?Sized> GrantSource for $pointer<S> {
+            fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+                (**self).acquire(request)
+            }
+            fn datacenter(&self) -> Option<u32> {
+                (**self).datacenter()
+            }
+            fn release(&self, last: &Grant) {
+                (**self).release(last)
+            }
+            fn max_lead_ms(&self) -> Option<u64> {
+                (**self).max_lead_ms()
+            }
+        }
+    )+};
 }
 
-impl<S: GrantSource + ?Sized> GrantSource for Box<S> {
-    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        (**self).acquire(request)
-    }
-    fn release(&self, last: &Grant) {
-        (**self).release(last)
-    }
-    fn max_lead_ms(&self) -> Option<u64> {
-        (**self).max_lead_ms()
-    }
-    fn datacenter(&self) -> Option<u32> {
-        (**self).datacenter()
-    }
-}
+forward_grant_source!(Arc, Box);
 
 /// A grant source made of a closure (no release).
 pub struct FnSource<F>(pub F);
@@ -409,6 +407,64 @@ mod tests {
             start: 100,
             end: 150,
         }
+    }
+
+    /// A source whose every method answers something other than the
+    /// trait's default.
+    #[derive(Debug, Default)]
+    struct Marked {
+        released: std::sync::Mutex<Vec<u64>>,
+    }
+
+    #[deny(clippy::missing_trait_methods)]
+    impl GrantSource for Marked {
+        fn acquire(&self, _request: &GrantRequest) -> Result<Grant, GrantError> {
+            Ok(Grant {
+                grant_id: 41,
+                ..grant()
+            })
+        }
+        fn datacenter(&self) -> Option<u32> {
+            Some(5)
+        }
+        fn release(&self, last: &Grant) {
+            self.released.lock().unwrap().push(last.grant_id);
+        }
+        fn max_lead_ms(&self) -> Option<u64> {
+            Some(60_000)
+        }
+    }
+
+    /// Calls every method of `source` through `S`'s own impl; `marked` is
+    /// the source behind it.
+    fn answers_as_marked<S: GrantSource>(pointer: &str, source: S, marked: &Marked) {
+        assert_eq!(
+            source.acquire(&request(None)).map(|g| g.grant_id),
+            Ok(41),
+            "{pointer}: acquire"
+        );
+        assert_eq!(source.datacenter(), Some(5), "{pointer}: datacenter");
+        assert_eq!(source.max_lead_ms(), Some(60_000), "{pointer}: max_lead_ms");
+        let before = marked.released.lock().unwrap().len();
+        source.release(&grant());
+        assert_eq!(
+            marked.released.lock().unwrap().len(),
+            before + 1,
+            "{pointer}: release"
+        );
+    }
+
+    #[test]
+    fn pointers_forward_every_method() {
+        let marked = Arc::new(Marked::default());
+        answers_as_marked("Arc<Marked>", Arc::clone(&marked), &marked);
+        let shared: Arc<dyn GrantSource> = marked.clone();
+        answers_as_marked("Arc<dyn GrantSource>", shared, &marked);
+        let boxed: Box<dyn GrantSource> = Box::new(Arc::clone(&marked));
+        answers_as_marked("Box<dyn GrantSource>", boxed, &marked);
+        let nested: Arc<Box<dyn GrantSource>> = Arc::new(Box::new(Arc::clone(&marked)));
+        answers_as_marked("Arc<Box<dyn GrantSource>>", nested, &marked);
+        answers_as_marked("Box<Arc<Marked>>", Box::new(Arc::clone(&marked)), &marked);
     }
 
     #[test]

@@ -105,6 +105,11 @@ impl Datacenter {
     }
 }
 
+// Every method written out (`clippy::missing_trait_methods`): one the
+// traits gain with a default must be forwarded or mapped here, or every
+// backend behind `datacenter=N` would answer the default
+// (`tests::every_method_reaches_the_backend`).
+#[deny(clippy::missing_trait_methods)]
 impl GrantSource for Datacenter {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         let layout = request.layout;
@@ -162,6 +167,7 @@ impl GrantSource for Datacenter {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 impl Authority for Datacenter {
     fn init(&self) -> Result<String, Error> {
         self.inner.init()
@@ -183,5 +189,103 @@ impl Authority for Datacenter {
 
     fn limits(&self) -> Result<Vec<String>, Error> {
         self.inner.limits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use grantid::ErrorKind;
+
+    use super::*;
+
+    /// A backend whose every method answers something other than the
+    /// traits' defaults.
+    #[derive(Debug, Default)]
+    struct Marked {
+        released: Arc<AtomicU32>,
+    }
+
+    #[deny(clippy::missing_trait_methods)]
+    impl GrantSource for Marked {
+        fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+            Ok(Grant {
+                namespace: request.namespace.clone(),
+                worker: 3,
+                incarnation: request.incarnation,
+                grant_id: 41,
+                start: request.not_before,
+                end: request.not_before + request.duration,
+            })
+        }
+        fn datacenter(&self) -> Option<u32> {
+            Some(9)
+        }
+        fn release(&self, last: &Grant) {
+            self.released.store(last.worker, Ordering::SeqCst);
+        }
+        fn max_lead_ms(&self) -> Option<u64> {
+            Some(60_000)
+        }
+    }
+
+    #[deny(clippy::missing_trait_methods)]
+    impl Authority for Marked {
+        fn init(&self) -> Result<String, Error> {
+            Ok("init".into())
+        }
+        fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
+            Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("status of {namespace:?}"),
+            ))
+        }
+        fn init_new_deployment(&self) -> Result<String, Error> {
+            Ok("new deployment".into())
+        }
+        fn fence(&self) -> Result<String, Error> {
+            Ok("fenced".into())
+        }
+        fn limits(&self) -> Result<Vec<String>, Error> {
+            Ok(vec!["a limit".into()])
+        }
+    }
+
+    #[test]
+    fn every_method_reaches_the_backend() {
+        let marked = Marked::default();
+        let released = Arc::clone(&marked.released);
+        let dc = restrict(Box::new(marked), Some(2));
+        let layout = Layout::new(41, 10, 12)
+            .unwrap()
+            .with_datacenter_bits(5)
+            .unwrap();
+        let grant = dc
+            .acquire(&GrantRequest {
+                namespace: "ns".into(),
+                incarnation: 7,
+                request_id: 1,
+                worker: None,
+                not_before: 100,
+                now: 100,
+                duration: 50,
+                layout,
+            })
+            .unwrap();
+        // Backend worker 3 of datacenter 2: 2 << 5 | 3.
+        assert_eq!((grant.worker, grant.grant_id), (67, 41));
+        dc.release(&grant);
+        assert_eq!(released.load(Ordering::SeqCst), 3, "release");
+        assert_eq!(dc.datacenter(), Some(2), "datacenter: the URL's");
+        assert_eq!(dc.max_lead_ms(), Some(60_000), "max_lead_ms");
+        assert_eq!(dc.init().unwrap(), "init");
+        assert_eq!(
+            dc.status(Some("ns")).unwrap_err().message(),
+            "status of Some(\"ns\")"
+        );
+        assert_eq!(dc.init_new_deployment().unwrap(), "new deployment");
+        assert_eq!(dc.fence().unwrap(), "fenced");
+        assert_eq!(dc.limits().unwrap(), ["a limit"]);
     }
 }

@@ -755,12 +755,17 @@ impl Cursor {
         }
         total
     }
+}
 
+/// Test-only mutants: broken switches the loom models (loom-tests/, built
+/// with `--cfg grantid_loom`) use to show that they bite. Not in the
+/// library as others build it (core/tests/release_api.rs).
+#[cfg(any(test, grantid_loom))]
+impl Cursor {
     /// Test-only: [`Cursor::install`] with its two halves swapped, the
     /// parameters stored after the words that publish them. The loom models
     /// use it to show that they see a reader take a new generation's word
     /// beside an older generation's parameters.
-    #[doc(hidden)]
     pub fn install_params_last_for_tests(&self, generation: u64, worker: u64, base: u64, end: u64) {
         let fresh = self.shape.pack(generation & 0xffff, 0, 0, false);
         for word in self.words() {
@@ -775,7 +780,6 @@ impl Cursor {
 
     /// Test-only: the tick of the global word, read without sealing it (what
     /// a switch without the seal would take as the last tick reached).
-    #[doc(hidden)]
     pub fn reached_unsealed_for_tests(&self) -> u64 {
         let g = self.global.load(Ordering::Acquire);
         self.grant_of(g).base + self.shape.rel(g)
@@ -784,7 +788,6 @@ impl Cursor {
     /// Test-only: installs a generation without sealing first, breaking the
     /// switch protocol. The loom models use it to show that they catch a
     /// cursor that lets a reservation mix two grants.
-    #[doc(hidden)]
     pub fn install_unsealed_for_tests(&self, generation: u64, worker: u64, base: u64, end: u64) {
         let shape = &self.shape;
         let p = self.slot(generation);

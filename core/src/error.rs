@@ -3,27 +3,40 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// What went wrong, in the same kinds for Rust, C, Python and Node.
-#[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorKind {
-    /// The clock is before the committed grant's start.
-    NotYetValid,
-    /// The committed grants have run out and no renewal is pending.
-    GrantExhausted,
-    /// No committed grant covers the clock and the authority is uncertain.
-    Unavailable,
-    /// No sequence number was left within the call's deadline.
-    CapacityExhausted,
-    /// The clock stepped back further than `max_drift` for longer than the
-    /// call's deadline.
-    ClockRollback,
-    /// The authority refused ownership of the worker; no new grant yet.
-    LeaseLost,
-    /// A bad layout, count, ID, grant or configuration.
-    InvalidArgument,
-    /// The generator was closed (or forked and not re-activated).
-    Closed,
+/// Declares [`ErrorKind`] with one sentence per kind, written once: the
+/// variant's doc and [`ErrorKind::description`], from which the C status's
+/// doc and message and the Python class's docstring are made.
+macro_rules! error_kinds {
+    ($($kind:ident: $description:literal,)+) => {
+        /// What went wrong, in the same kinds for Rust, C, Python and Node.
+        #[non_exhaustive]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorKind {
+            $(#[doc = $description] $kind,)+
+        }
+
+        impl ErrorKind {
+            /// What the kind means, one sentence (the kind's doc above):
+            /// `"The clock is before the committed grant's start."`.
+            pub const fn description(self) -> &'static str {
+                match self {
+                    $(ErrorKind::$kind => $description,)+
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
+    NotYetValid: "The clock is before the committed grant's start.",
+    GrantExhausted: "The timestamp field is used up: move to a new namespace.",
+    Unavailable: "No committed grant covers the clock and the authority is uncertain.",
+    CapacityExhausted: "No sequence number was left within the call's deadline.",
+    ClockRollback: "The clock stepped back further than `max_drift_ms` for longer than the \
+        call's deadline.",
+    LeaseLost: "The authority refused ownership of the worker; no new grant yet.",
+    InvalidArgument: "A bad layout, count, ID, grant or configuration.",
+    Closed: "The generator was closed (or forked and not re-activated).",
 }
 
 impl ErrorKind {
@@ -155,5 +168,24 @@ mod tests {
         let e = Error::new(ErrorKind::Closed, "gone");
         assert_eq!(e.to_string(), "CLOSED: gone");
         assert_eq!(e.code(), "CLOSED");
+    }
+
+    #[test]
+    fn every_kind_has_one_sentence() {
+        for k in ErrorKind::ALL {
+            let d = k.description();
+            assert!(d.starts_with(char::is_uppercase), "{k}: {d:?}");
+            assert!(
+                d.ends_with('.') && !d[..d.len() - 1].contains(". "),
+                "{k}: {d:?}"
+            );
+            // It becomes a C string (grantid_status_message).
+            assert!(!d.contains('\0'), "{k}: {d:?}");
+        }
+        assert_eq!(
+            ErrorKind::ClockRollback.description(),
+            "The clock stepped back further than `max_drift_ms` for longer than the call's \
+             deadline."
+        );
     }
 }

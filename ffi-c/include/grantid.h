@@ -112,7 +112,8 @@
 
 // What a call did. Numbers are stable and append-only: `GRANTID_OK` is 0,
 // then one per error kind in the order of docs/DESIGN.md section 4 (the core's
-// `ErrorKind::ALL`), then the two statuses of the C boundary itself.
+// `ErrorKind::ALL`), then the two statuses of the C boundary itself. A
+// kind's doc and message are the core's `ErrorKind::description()`.
 //
 // Every function of this library that can fail returns one; a status other
 // than `GRANTID_OK` means nothing was written through the output pointers.
@@ -126,19 +127,20 @@ enum grantid_status
   GRANTID_OK = 0,
   // The clock is before the committed grant's start.
   GRANTID_NOT_YET_VALID = 1,
-  // The committed grants have run out.
+  // The timestamp field is used up: move to a new namespace.
   GRANTID_GRANT_EXHAUSTED = 2,
-  // No committed grant and the authority is uncertain.
+  // No committed grant covers the clock and the authority is uncertain.
   GRANTID_UNAVAILABLE = 3,
   // No sequence number was left within the call's deadline.
   GRANTID_CAPACITY_EXHAUSTED = 4,
-  // The clock stepped back further than `max_drift_ms`.
+  // The clock stepped back further than `max_drift_ms` for longer than the
+  // call's deadline.
   GRANTID_CLOCK_ROLLBACK = 5,
   // The authority refused ownership of the worker; no new grant yet.
   GRANTID_LEASE_LOST = 6,
-  // A bad layout, count, ID, string or option.
+  // A bad layout, count, ID, grant or configuration.
   GRANTID_INVALID_ARGUMENT = 7,
-  // The generator was closed.
+  // The generator was closed (or forked and not re-activated).
   GRANTID_CLOSED = 8,
   // A required pointer argument was NULL.
   GRANTID_NULL_ARGUMENT = 9,

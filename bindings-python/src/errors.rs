@@ -4,7 +4,7 @@
 //! `grantid.GrantIdError` is the base; each kind gets a subclass named by
 //! `ErrorKind::name()` with a class attribute `code` (`ErrorKind::code()`).
 //! `InvalidArgument` also subclasses `ValueError`, as callers expect of a
-//! bad argument.
+//! bad argument. A class's docstring is `ErrorKind::description()`.
 
 use grantid::{Error, ErrorKind};
 use pyo3::exceptions::{PyException, PyRuntimeError, PyValueError};
@@ -35,20 +35,14 @@ fn make_class<'py>(
     Ok(class.cast_into::<PyType>()?)
 }
 
-fn doc_of(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotYetValid => "The clock is before the committed grant's start.",
-        ErrorKind::GrantExhausted => "The committed grants have run out.",
-        ErrorKind::Unavailable => "No committed grant and the authority is uncertain.",
-        ErrorKind::CapacityExhausted => "No sequence number was left within the call's deadline.",
-        ErrorKind::ClockRollback => "The clock stepped back further than max_drift_ms.",
-        ErrorKind::LeaseLost => {
-            "The authority refused ownership of the worker; no new grant yet. \
-             A grant source raises it to report a confirmed loss."
-        }
-        ErrorKind::InvalidArgument => "A bad layout, count, ID, grant or configuration.",
-        ErrorKind::Closed => "The generator was closed.",
-        _ => "A grantid error.",
+/// The class's docstring: the core's description of the kind, and what a
+/// grant source does with `LeaseLost`.
+fn doc_of(kind: ErrorKind) -> String {
+    let description = kind.description();
+    if kind == ErrorKind::LeaseLost {
+        format!("{description} A grant source raises it to report a confirmed loss.")
+    } else {
+        description.to_owned()
     }
 }
 
@@ -68,7 +62,7 @@ fn classes(py: Python<'_>) -> PyResult<&Classes> {
             } else {
                 PyTuple::new(py, [base.clone()])?
             };
-            let class = make_class(py, kind.name(), bases, Some(kind.code()), doc_of(kind))?;
+            let class = make_class(py, kind.name(), bases, Some(kind.code()), &doc_of(kind))?;
             kinds.push((kind, class.unbind()));
         }
         Ok(Classes {

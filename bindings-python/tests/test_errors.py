@@ -35,6 +35,18 @@ def test_classes_and_codes() -> None:
     assert issubclass(grantid.GrantIdError, Exception)
 
 
+def test_docstrings_are_the_core_descriptions() -> None:
+    # Each class's docstring is the core's ErrorKind::description(), the
+    # sentence of the Rust docs and of the C header (grantid.h).
+    for name in CODES:
+        doc = getattr(grantid, name).__doc__
+        assert doc and doc[0].isupper() and doc.endswith("."), name
+    assert grantid.GrantExhausted.__doc__ == (
+        "The timestamp field is used up: move to a new namespace."
+    )
+    assert grantid.Closed.__doc__ == "The generator was closed (or forked and not re-activated)."
+
+
 def interval(start: int, end: int):  # type: ignore[no-untyped-def]
     def source(request: grantid.GrantRequest) -> Dict[str, Any]:
         if request.worker is not None:

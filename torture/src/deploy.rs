@@ -121,6 +121,11 @@ pub enum Focus {
     /// restarts after the first renewal that meets the restored store but
     /// before the last.
     Restore,
+    /// Every case runs on Redis with two workers: a process with a long
+    /// lead is stopped across a restart from a stale snapshot, which a
+    /// process with a short lead detects; the short-lead process starts
+    /// again before the long-lead one wakes (docs/RELIABILITY.md).
+    Lead,
 }
 
 impl Focus {
@@ -128,6 +133,7 @@ impl Focus {
         match name {
             "split" => Some(Focus::Split),
             "restore" => Some(Focus::Restore),
+            "lead" => Some(Focus::Lead),
             _ => None,
         }
     }
@@ -152,7 +158,9 @@ Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
                   split, a recent epoch, and the split's per-datacenter part
                   as a whole layout beside it on the namespace), `restore`
                   (etcd restored from a copy of its keys, identity and
-                  revision kept, between two processes' renewals)
+                  revision kept, between two processes' renewals), `lead`
+                  (Redis restarted stale under a stopped long-lead process,
+                  detected by a short-lead one; cases run 12 s)
 ";
 
 impl FuzzConfig {
@@ -198,6 +206,10 @@ impl FuzzConfig {
                 }
                 _ => return Err(format!("unknown argument {a:?}")),
             }
+        }
+        if c.focus == Some(Focus::Lead) {
+            // Its schedule runs to 10.6 s.
+            c.case_ms = c.case_ms.max(12_000);
         }
         Ok(Some(c))
     }
@@ -322,6 +334,9 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
     if engines.is_empty() {
         return Err("no engine to draw from".into());
     }
+    if config.focus == Some(Focus::Lead) && !engines.contains(&Engine::Redis) {
+        return Err("--focus lead needs the redis engine".into());
+    }
     if config.focus == Some(Focus::Restore) && shared.etcd.is_none() {
         return Err("--focus restore needs etcd (GRANTID_TEST_ETCD_URL)".into());
     }
@@ -366,6 +381,9 @@ fn with(url: &str, option: &str) -> String {
 fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Option<Focus>) -> Case {
     if focus == Some(Focus::Restore) {
         return draw_restore(seed, shared);
+    }
+    if focus == Some(Focus::Lead) {
+        return draw_lead(seed);
     }
     let mut rng = fastrand::Rng::with_seed(seed);
     let engine = pick(&mut rng, engines);
@@ -622,17 +640,7 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
                 1 => (2_000, 1_000),
                 _ => (pick(&mut rng, &[300u64, 800, 2_000]), 200),
             };
-            let args = [
-                ("--timestamp-bits", 40),
-                ("--worker-bits", u64::from(worker_bits)),
-                ("--sequence-bits", u64::from(sequence_bits)),
-                ("--tick-ms", tick),
-                ("--horizon-ms", horizon),
-                ("--grant-duration-ms", grant),
-            ]
-            .iter()
-            .flat_map(|(flag, v)| [flag.to_string(), v.to_string()])
-            .collect();
+            let args = next_args(worker_bits, sequence_bits, tick, horizon, grant);
             ProcSpec {
                 label: format!(
                     "{authority} ns={namespace} layout={worker_bits}/{sequence_bits}/40/{tick}ms horizon={horizon} grant={grant}"
@@ -656,6 +664,81 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
             (copy + 200, Fault::KillRestart(1)),
             (restore, Fault::EtcdRestore),
             (restore + rng.u64(250..400), Fault::KillRestart(2)),
+        ],
+        serve: Vec::new(),
+        recent_epoch: None,
+    }
+}
+
+/// The arguments of a `grantid next` after its authority and namespace.
+fn next_args(
+    worker_bits: u8,
+    sequence_bits: u8,
+    tick: u64,
+    horizon: u64,
+    grant: u64,
+) -> Vec<String> {
+    [
+        ("--timestamp-bits", 40),
+        ("--worker-bits", u64::from(worker_bits)),
+        ("--sequence-bits", u64::from(sequence_bits)),
+        ("--tick-ms", tick),
+        ("--horizon-ms", horizon),
+        ("--grant-duration-ms", grant),
+    ]
+    .iter()
+    .flat_map(|(flag, v)| [flag.to_string(), v.to_string()])
+    .collect()
+}
+
+/// A case of `--focus lead`: Redis, one namespace of two workers, a
+/// process H with an 8 s lead that keeps 3.5 to 7 s committed (3.5 s
+/// grants, a 3.5 s horizon, a 200 ms lease grace), and a process S with a
+/// 1.5 s lead, 200 ms skew and a 10 s lease grace (so its worker is not
+/// free in the save when S starts again). Redis is saved at about 0.45 s, when H holds grants to about
+/// 7.1 s; H renews at about 3.6 and 7.1 s (to about 14.1 s), is stopped at
+/// 7.3 s for 2.7 s, and at 7.4 s Redis restarts from the save. S's next
+/// call sees the restart and quarantines the store: until the namespace's
+/// recorded lead and skew have passed (8 s + 1 s), or, sized from S's own
+/// options, for 1.7 s. S starts again at 9.5 s, when H's lease in the save
+/// has run out, and takes H's worker: after a quarantine sized from the
+/// recorded lead it waits past H's grants; after one sized from S's own
+/// options it issues over the ticks H issues from when it wakes at 10 s,
+/// with 4 s committed and no renewal due before 10.6 s.
+fn draw_lead(seed: u64) -> Case {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let sequence_bits: u8 = rng.u8(1..=4);
+    let tick: u64 = rng.u64(1..=4);
+    let namespace = format!("fz-{seed:x}-a");
+    let redis = "redis://127.0.0.1:REDIS_PORT/";
+    let procs = [
+        ("H", "max_lead_ms=8000&lease_grace_ms=200", 3_500u64, 3_500u64),
+        (
+            "S",
+            "max_lead_ms=1500&clock_skew_ms=200&lease_grace_ms=10000",
+            300,
+            200,
+        ),
+    ]
+    .map(|(name, options, horizon, grant)| ProcSpec {
+        authority: format!("{redis}?{options}"),
+        namespace: namespace.clone(),
+        args: next_args(1, sequence_bits, tick, horizon, grant),
+        label: format!(
+            "{name}: {redis}?{options} ns={namespace} layout=1/{sequence_bits}/40/{tick}ms horizon={horizon} grant={grant}"
+        ),
+        variant: None,
+    })
+    .to_vec();
+    Case {
+        seed,
+        engine: Engine::Redis,
+        procs,
+        faults: vec![
+            (rng.u64(400..500), Fault::Backup),
+            (7_300, Fault::Stop(0, 2_700)),
+            (7_400, Fault::RedisStale),
+            (9_500, Fault::KillRestart(1)),
         ],
         serve: Vec::new(),
         recent_epoch: None,

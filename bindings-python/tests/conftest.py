@@ -75,3 +75,18 @@ def vectors() -> Dict[str, Any]:
     with open(path) as f:
         data: Dict[str, Any] = json.load(f)
     return data
+
+
+REQUIRED = os.environ.get("GRANTID_REQUIRE_SERVICES") == "1"
+
+
+def service_url(name: str) -> str:
+    """The throwaway server's URL (`GRANTID_TEST_<NAME>_URL`, set by the
+    test tier); a test without it fails when the tier requires the
+    servers, and is skipped otherwise."""
+    url = os.environ.get(f"GRANTID_TEST_{name}_URL")
+    if not url:
+        if REQUIRED:
+            pytest.fail(f"GRANTID_TEST_{name}_URL is not set and GRANTID_REQUIRE_SERVICES=1")
+        pytest.skip(f"GRANTID_TEST_{name}_URL is not set")
+    return url

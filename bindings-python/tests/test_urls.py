@@ -15,16 +15,7 @@ import pytest
 import grantid
 from grantid import authorities
 
-REQUIRED = os.environ.get("GRANTID_REQUIRE_SERVICES") == "1"
-
-
-def service_url(name: str) -> str:
-    url = os.environ.get(f"GRANTID_TEST_{name}_URL")
-    if not url:
-        if REQUIRED:
-            pytest.fail(f"GRANTID_TEST_{name}_URL is not set and GRANTID_REQUIRE_SERVICES=1")
-        pytest.skip(f"GRANTID_TEST_{name}_URL is not set")
-    return url
+from conftest import service_url
 
 
 def fresh_namespace() -> str:

@@ -1,19 +1,30 @@
-//! One process's connection to an async driver, driven by a small
-//! single-threaded tokio runtime that runs only inside a call, with one
-//! client-side deadline per call (the MySQL and etcd authorities).
+//! The one bridge from the authorities' blocking calls to their async
+//! drivers (PostgreSQL, MySQL, etcd, gRPC): one process's connection,
+//! driven by a small single-threaded tokio runtime that runs only inside a
+//! call.
 //!
-//! * The connection is made on first use, inside the deadline, and again
-//!   after any error or timeout (the old one is dropped: a statement cut off
-//!   by the deadline may still commit on the server, so the caller's retry
-//!   with the same request id gets the recorded grant).
+//! * [`Blocking::call`] (the database engines): one client-side deadline
+//!   of `timeout_ms` per call, counted from the moment the call is made
+//!   (waiting behind another call of the process included), so every call
+//!   answers within about `timeout_ms` (docs/AUTHORITIES.md, "Deadlines").
+//!   The connection is made on first use, inside the deadline, and again
+//!   after any timeout or `Unavailable` answer (the old one is dropped: a
+//!   statement cut off by the deadline may still commit on the server, so
+//!   the caller's retry with the same request id gets the recorded grant).
+//! * [`Blocking::run`] (gRPC): the same connection slot and runtime, with
+//!   the deadlines and the error mapping left to the caller; the
+//!   connection is kept (a channel reconnects by itself).
 //! * A `fork()` child gets its own runtime and connection ([`ForkLocal`]).
-//! * Inside a caller's tokio runtime (an async context, a `spawn_blocking`
-//!   thread) a runtime of our own cannot block, so the call runs on a scoped
-//!   thread, as the gRPC authority does.
+//! * Inside a caller's tokio runtime (an async function, a `spawn_blocking`
+//!   thread) a runtime of our own cannot block, so the call runs on a
+//!   scoped thread, and a panic there is an `Unavailable` answer.
 
+#[cfg(any(feature = "mysql", feature = "etcd"))]
 use std::future::Future;
+#[cfg(any(feature = "mysql", feature = "etcd"))]
 use std::pin::Pin;
-use std::time::Duration;
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd"))]
+use std::time::{Duration, Instant};
 
 use grantid::GrantError;
 use tokio::runtime::Runtime;
@@ -37,61 +48,109 @@ impl<C> Drop for Session<C> {
     }
 }
 
-/// A future borrowing the connection slot.
+/// A future borrowing a connection (the MySQL and etcd statements).
+#[cfg(any(feature = "mysql", feature = "etcd"))]
 pub(crate) type Work<'a, T> = Pin<Box<dyn Future<Output = Result<T, GrantError>> + 'a>>;
 
 /// Per-process connections of type `C`. See the module docs.
 pub(crate) struct Blocking<C: Send> {
-    engine: &'static str,
+    /// What the errors are about: `postgres`, `grpc://HOST:PORT`, ...
+    label: String,
     slot: ForkLocal<Option<Session<C>>>,
 }
 
 impl<C: Send> std::fmt::Debug for Blocking<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Blocking")
-            .field("engine", &self.engine)
+            .field("label", &self.label)
             .finish_non_exhaustive()
     }
 }
 
 impl<C: Send> Blocking<C> {
-    pub(crate) const fn new(engine: &'static str) -> Blocking<C> {
+    pub(crate) fn new(label: impl Into<String>) -> Blocking<C> {
         Blocking {
-            engine,
+            label: label.into(),
             slot: ForkLocal::new(),
         }
     }
 
     /// Runs `work` on this process's connection slot (`None` when there is
     /// no connection yet: `work` makes one and stores it), all within
-    /// `timeout`. Past it, or on an `Unavailable` answer, the connection is
-    /// dropped and the next call reconnects.
+    /// `timeout` of now. Past it, or on an `Unavailable` answer, the
+    /// connection is dropped and the next call reconnects.
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd"))]
     pub(crate) fn call<T: Send>(
         &self,
         timeout: Duration,
         what: &str,
-        work: impl for<'a> FnOnce(&'a mut Option<C>) -> Work<'a, T> + Send,
+        work: impl AsyncFnOnce(&mut Option<C>) -> Result<T, GrantError> + Send,
+    ) -> Result<T, GrantError> {
+        let deadline = Instant::now() + timeout;
+        self.on_session(what, |runtime, conn| {
+            // The timer is made inside the runtime (it needs its time
+            // driver).
+            let outcome = runtime
+                .block_on(async { tokio::time::timeout_at(deadline.into(), work(conn)).await });
+            match outcome {
+                Err(_elapsed) => {
+                    // Dropped outside the runtime's context, so that no
+                    // driver spawns a goodbye task that could wait on a
+                    // frozen server.
+                    *conn = None;
+                    Err(GrantError::Unavailable(format!(
+                        "{}: {what}: no answer within timeout_ms ({} ms, client-side deadline); \
+                         the connection was dropped",
+                        self.label,
+                        timeout.as_millis()
+                    )))
+                }
+                Ok(answer) => {
+                    if matches!(answer, Err(GrantError::Unavailable(_))) {
+                        *conn = None;
+                    }
+                    answer
+                }
+            }
+        })
+    }
+
+    /// Runs `work` on this process's connection slot, without a deadline
+    /// of its own and without ever dropping the connection.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn run<T: Send>(
+        &self,
+        what: &str,
+        work: impl AsyncFnOnce(&mut Option<C>) -> Result<T, GrantError> + Send,
+    ) -> Result<T, GrantError> {
+        self.on_session(what, |runtime, conn| runtime.block_on(work(conn)))
+    }
+
+    /// Calls `f` with this process's runtime and connection slot, on a
+    /// scoped thread when the caller is inside a tokio runtime.
+    fn on_session<T: Send>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Runtime, &mut Option<C>) -> Result<T, GrantError> + Send,
     ) -> Result<T, GrantError> {
         if tokio::runtime::Handle::try_current().is_err() {
-            return self.call_here(timeout, what, work);
+            return self.on_session_here(f);
         }
         std::thread::scope(|s| {
-            s.spawn(|| self.call_here(timeout, what, work))
+            s.spawn(|| self.on_session_here(f))
                 .join()
                 .unwrap_or_else(|_| {
                     Err(GrantError::Unavailable(format!(
                         "{}: {what}: the call panicked",
-                        self.engine
+                        self.label
                     )))
                 })
         })
     }
 
-    fn call_here<T>(
+    fn on_session_here<T>(
         &self,
-        timeout: Duration,
-        what: &str,
-        work: impl for<'a> FnOnce(&'a mut Option<C>) -> Work<'a, T>,
+        f: impl FnOnce(&Runtime, &mut Option<C>) -> Result<T, GrantError>,
     ) -> Result<T, GrantError> {
         let mut slot = self.slot.get().lock();
         if slot.is_none() {
@@ -101,7 +160,7 @@ impl<C: Send> Blocking<C> {
                 .map_err(|e| {
                     GrantError::Unavailable(format!(
                         "{}: cannot start the I/O runtime: {e}",
-                        self.engine
+                        self.label
                     ))
                 })?;
             *slot = Some(Session {
@@ -113,30 +172,9 @@ impl<C: Send> Blocking<C> {
         let Some(runtime) = session.runtime.as_ref() else {
             return Err(GrantError::Unavailable(format!(
                 "{}: no runtime",
-                self.engine
+                self.label
             )));
         };
-        let conn = &mut session.conn;
-        // The timer is made inside the runtime (it needs its time driver).
-        let outcome = runtime.block_on(async { tokio::time::timeout(timeout, work(conn)).await });
-        match outcome {
-            Err(_elapsed) => {
-                // Dropped outside the runtime's context, so that no driver
-                // spawns a goodbye task that could wait on a frozen server.
-                session.conn = None;
-                Err(GrantError::Unavailable(format!(
-                    "{}: {what}: no answer within timeout_ms ({} ms, client-side deadline); \
-                     the connection was dropped",
-                    self.engine,
-                    timeout.as_millis()
-                )))
-            }
-            Ok(answer) => {
-                if matches!(answer, Err(GrantError::Unavailable(_))) {
-                    session.conn = None;
-                }
-                answer
-            }
-        }
+        f(runtime, &mut session.conn)
     }
 }

@@ -305,8 +305,8 @@ impl EtcdAuthority {
             .map(|e| format!("http://{e}"))
             .collect();
         let t = self.ctx.options.timeout;
-        self.conn.call(t, what, move |slot| {
-            Box::pin(async move {
+        self.conn
+            .call(t, what, async move |slot: &mut Option<Client>| {
                 let client = match slot {
                     Some(c) => c,
                     None => {
@@ -322,7 +322,6 @@ impl EtcdAuthority {
                 };
                 op(client).await
             })
-        })
     }
 }
 

@@ -20,8 +20,9 @@
 //!   leaves it unknown (`None`): the generator's start-up check is then
 //!   skipped, as for a source without a bounded lead.
 //! * Each process has its own connection (and its own small single-threaded
-//!   tokio runtime that runs only inside a call): a `fork()` child connects
-//!   afresh.
+//!   tokio runtime that runs only inside a call, authority/src/blocking.rs):
+//!   a `fork()` child connects afresh, and a caller inside a tokio runtime
+//!   is served from a thread of its own.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -32,33 +33,17 @@ use grantid_proto::v1::grant_service_client::GrantServiceClient;
 use grantid_proto::v1::{
     AcquireRequest, InitRequest, LimitsRequest, ReleaseRequest, StatusRequest,
 };
-use tokio::runtime::Runtime;
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::answer::{WorkerRecord, worker_status};
-use crate::forklocal::ForkLocal;
+use crate::blocking::Blocking;
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
 
 /// Pause between attempts inside one call when the server cannot be
 /// reached (the call's `timeout_ms` bounds the whole).
 const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
-
-/// One process's connection.
-struct Conn {
-    runtime: Option<Runtime>,
-    client: GrantServiceClient<Channel>,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        // Never blocks, so a drop inside another runtime is fine.
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
 
 /// The gRPC authority. See the module docs.
 pub struct GrpcAuthority {
@@ -67,7 +52,7 @@ pub struct GrpcAuthority {
     options: Options,
     /// This process's connection; its lock is held for the whole call, so
     /// the calls of one process run one at a time.
-    conn: ForkLocal<Option<Conn>>,
+    conn: Blocking<GrantServiceClient<Channel>>,
     /// The server's answer to `Limits` (its authority's `max_lead_ms`),
     /// once it gave one.
     lead: OnceLock<Option<u64>>,
@@ -106,106 +91,62 @@ impl GrpcAuthority {
             addr: addr.to_owned(),
             endpoint,
             options,
-            conn: ForkLocal::new(),
+            conn: Blocking::new(format!("grpc://{addr}")),
             lead: OnceLock::new(),
         })
     }
 
     /// Asks the server for its authority's bounded lead, on a connection
-    /// and a thread of its own (so it never waits for another call of this
-    /// process, works inside a tokio runtime, and a panic is an error),
+    /// of its own (so it never waits for another call of this process),
     /// within `timeout_ms`.
     fn ask_lead(&self) -> Result<Option<u64>, String> {
         let timeout = self.options.timeout;
-        let ask = || -> Result<Option<u64>, String> {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
-            let answer = runtime.block_on(async {
-                let mut client = GrantServiceClient::new(self.endpoint.connect_lazy());
-                tokio::time::timeout(
-                    timeout,
-                    client.limits(with_deadline(LimitsRequest {}, timeout)),
-                )
-                .await
-            });
-            runtime.shutdown_background();
-            match answer {
-                Ok(Ok(response)) => Ok(response.into_inner().max_lead_ms),
-                Ok(Err(status)) if status.code() == Code::Unimplemented => {
-                    Err("the server does not report its authority's bounds (no Limits)".into())
-                }
-                Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
-                Err(_) => Err(format!("no answer within {timeout:?}")),
-            }
-        };
-        std::thread::scope(|s| {
-            match std::thread::Builder::new()
-                .name("grantid-grpc-limits".into())
-                .spawn_scoped(s, ask)
-            {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|_| Err("the call panicked".into())),
-                Err(e) => Err(format!("cannot start a thread: {e}")),
-            }
+        let own = Blocking::new(format!("grpc://{}", self.addr));
+        let answer = run_on(&own, &self.endpoint, "Limits", async |mut client| {
+            Ok(tokio::time::timeout(
+                timeout,
+                client.limits(with_deadline(LimitsRequest {}, timeout)),
+            )
+            .await)
         })
+        .map_err(|e| e.to_string())?;
+        match answer {
+            Ok(Ok(response)) => Ok(response.into_inner().max_lead_ms),
+            Ok(Err(status)) if status.code() == Code::Unimplemented => {
+                Err("the server does not report its authority's bounds (no Limits)".into())
+            }
+            Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
+            Err(_) => Err(format!("no answer within {timeout:?}")),
+        }
     }
 
     fn unavailable(&self, why: impl std::fmt::Display) -> GrantError {
         GrantError::Unavailable(format!("grpc://{}: {why}", self.addr))
     }
 
-    fn connect(&self) -> Result<Conn, GrantError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| self.unavailable(format!("cannot start a tokio runtime: {e}")))?;
-        let channel = {
-            let _entered = runtime.enter();
-            self.endpoint.connect_lazy()
-        };
-        Ok(Conn {
-            runtime: Some(runtime),
-            client: GrantServiceClient::new(channel),
-        })
-    }
-
-    /// Runs `work` on this process's connection. Inside a tokio runtime
-    /// (a caller's async context, a `spawn_blocking` thread) a runtime of
-    /// our own cannot block, so the call then runs on a scoped thread.
+    /// Runs `work` on this process's client.
     fn run<T: Send>(
         &self,
-        work: impl FnOnce(&Runtime, GrantServiceClient<Channel>) -> Result<T, GrantError> + Send,
+        what: &str,
+        work: impl AsyncFnOnce(GrantServiceClient<Channel>) -> Result<T, GrantError> + Send,
     ) -> Result<T, GrantError> {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return self.run_here(work);
-        }
-        std::thread::scope(|s| {
-            s.spawn(|| self.run_here(work))
-                .join()
-                .unwrap_or_else(|_| Err(self.unavailable("the call panicked")))
-        })
+        run_on(&self.conn, &self.endpoint, what, work)
     }
+}
 
-    fn run_here<T>(
-        &self,
-        work: impl FnOnce(&Runtime, GrantServiceClient<Channel>) -> Result<T, GrantError>,
-    ) -> Result<T, GrantError> {
-        let slot = self.conn.get();
-        let mut conn = slot.lock();
-        if conn.is_none() {
-            *conn = Some(self.connect()?);
-        }
-        match conn.as_ref() {
-            Some(Conn {
-                runtime: Some(rt),
-                client,
-            }) => work(rt, client.clone()),
-            _ => Err(self.unavailable("no connection")),
-        }
-    }
+/// Runs `work` on the client in `conn` (a lazy channel to `endpoint`, made
+/// on first use and kept: it reconnects by itself), without a deadline of
+/// its own: each call bounds itself by `timeout_ms`.
+fn run_on<T: Send>(
+    conn: &Blocking<GrantServiceClient<Channel>>,
+    endpoint: &Endpoint,
+    what: &str,
+    work: impl AsyncFnOnce(GrantServiceClient<Channel>) -> Result<T, GrantError> + Send,
+) -> Result<T, GrantError> {
+    conn.run(what, async move |slot| {
+        let client = slot.get_or_insert_with(|| GrantServiceClient::new(endpoint.connect_lazy()));
+        work(client.clone()).await
+    })
 }
 
 /// `message` with the caller's deadline sent along (`grpc-timeout`): the
@@ -243,54 +184,51 @@ impl GrantSource for GrpcAuthority {
             request: Some(request.into()),
         };
         let timeout = self.options.timeout;
-        self.run(|rt, mut client| {
-            rt.block_on(async {
-                let deadline = Instant::now() + timeout;
-                loop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    let status = match tokio::time::timeout(
-                        left,
-                        client.acquire(with_deadline(wire.clone(), left)),
-                    )
-                    .await
-                    {
-                        Err(_) => {
-                            return Err(self.unavailable(format!("no answer within {timeout:?}")));
-                        }
-                        Ok(Ok(response)) => {
-                            return match response.into_inner().answer {
-                                Some(Answer::Granted(g)) => Ok(grantid_proto::grant_from_proto(&g)),
-                                Some(Answer::Lost(why)) => {
-                                    Err(GrantError::Lost(format!("grpc://{}: {why}", self.addr)))
-                                }
-                                Some(Answer::Unavailable(why)) => Err(self.unavailable(why)),
-                                Some(Answer::Refused(why)) => {
-                                    Err(GrantError::Refused(format!("grpc://{}: {why}", self.addr)))
-                                }
-                                None => Err(GrantError::Invalid(format!(
-                                    "grpc://{}: the answer holds no outcome",
-                                    self.addr
-                                ))),
-                            };
-                        }
-                        Ok(Err(status)) => status,
-                    };
-                    let why = format!("{:?}: {}", status.code(), status.message());
-                    // Only a transport failure is tried again (same request
-                    // id: the server answers a repeat with the recorded grant);
-                    // a status the server chose (it carries the grantid code:
-                    // stopping, at capacity, ...) goes back to the generator,
-                    // which backs off.
-                    let pause =
-                        RECONNECT_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
-                    let transport = status.code() == Code::Unavailable
-                        && status.metadata().get("grantid-code").is_none();
-                    if !transport || pause.is_zero() {
-                        return Err(self.unavailable(why));
+        self.run("Acquire", async |mut client| {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let status = match tokio::time::timeout(
+                    left,
+                    client.acquire(with_deadline(wire.clone(), left)),
+                )
+                .await
+                {
+                    Err(_) => {
+                        return Err(self.unavailable(format!("no answer within {timeout:?}")));
                     }
-                    tokio::time::sleep(pause).await;
+                    Ok(Ok(response)) => {
+                        return match response.into_inner().answer {
+                            Some(Answer::Granted(g)) => Ok(grantid_proto::grant_from_proto(&g)),
+                            Some(Answer::Lost(why)) => {
+                                Err(GrantError::Lost(format!("grpc://{}: {why}", self.addr)))
+                            }
+                            Some(Answer::Unavailable(why)) => Err(self.unavailable(why)),
+                            Some(Answer::Refused(why)) => {
+                                Err(GrantError::Refused(format!("grpc://{}: {why}", self.addr)))
+                            }
+                            None => Err(GrantError::Invalid(format!(
+                                "grpc://{}: the answer holds no outcome",
+                                self.addr
+                            ))),
+                        };
+                    }
+                    Ok(Err(status)) => status,
+                };
+                let why = format!("{:?}: {}", status.code(), status.message());
+                // Only a transport failure is tried again (same request
+                // id: the server answers a repeat with the recorded grant);
+                // a status the server chose (it carries the grantid code:
+                // stopping, at capacity, ...) goes back to the generator,
+                // which backs off.
+                let pause = RECONNECT_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
+                let transport = status.code() == Code::Unavailable
+                    && status.metadata().get("grantid-code").is_none();
+                if !transport || pause.is_zero() {
+                    return Err(self.unavailable(why));
                 }
-            })
+                tokio::time::sleep(pause).await;
+            }
         })
     }
 
@@ -299,16 +237,13 @@ impl GrantSource for GrpcAuthority {
             grant: Some(last.into()),
         };
         let timeout = self.options.timeout;
-        let answer = self.run(|rt, mut client| {
-            rt.block_on(async {
-                match tokio::time::timeout(timeout, client.release(with_deadline(wire, timeout)))
-                    .await
-                {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(status)) => Err(self.unavailable(status.message())),
-                    Err(_) => Err(self.unavailable(format!("no answer within {timeout:?}"))),
-                }
-            })
+        let answer = self.run("Release", async |mut client| {
+            match tokio::time::timeout(timeout, client.release(with_deadline(wire, timeout))).await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(status)) => Err(self.unavailable(status.message())),
+                Err(_) => Err(self.unavailable(format!("no answer within {timeout:?}"))),
+            }
         });
         if let Err(e) = answer {
             // Best effort: the lease then ends by expiry.
@@ -330,8 +265,8 @@ impl GrpcAuthority {
         decode: impl FnOnce(M) -> Result<T, Error> + Send,
     ) -> Result<T, Error> {
         let timeout = self.options.timeout;
-        let outcome = self.run(|rt, client| {
-            Ok(rt.block_on(async { tokio::time::timeout(timeout, call(client)).await }))
+        let outcome = self.run(what, async |client| {
+            Ok(tokio::time::timeout(timeout, call(client)).await)
         });
         let failed =
             |kind, why: String| Error::new(kind, format!("grpc://{}: {what}: {why}", self.addr));

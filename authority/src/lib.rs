@@ -66,7 +66,12 @@
 use grantid::{Error, GrantSource};
 
 pub mod answer;
-#[cfg(any(feature = "mysql", feature = "etcd"))]
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd",
+    feature = "grpc"
+))]
 mod blocking;
 mod datacenter;
 #[cfg(any(

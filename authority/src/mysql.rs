@@ -270,8 +270,10 @@ impl MysqlAuthority {
     ) -> Result<T, GrantError> {
         let opts = self.opts.clone();
         let lock_secs = self.lock_secs();
-        self.conn.call(self.options.timeout, what, move |slot| {
-            Box::pin(async move {
+        self.conn.call(
+            self.options.timeout,
+            what,
+            async move |slot: &mut Option<Conn>| {
                 let conn = match slot {
                     Some(c) => c,
                     None => {
@@ -283,8 +285,8 @@ impl MysqlAuthority {
                     }
                 };
                 op(conn).await
-            })
-        })
+            },
+        )
     }
 
     /// The server's durability settings, checked: a server that may lose an

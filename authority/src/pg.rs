@@ -2,7 +2,9 @@
 //! `grantid.acquire` (authority/sql/v1.sql) per grant, in one transaction.
 //!
 //! Authority time is the database's `clock_timestamp()`. The connection is
-//! opened on first use (and again after any error, and in a `fork()` child).
+//! opened on first use (and again after any error, and in a `fork()` child;
+//! authority/src/blocking.rs, which also serves a caller inside a tokio
+//! runtime).
 //! Every call has a **client-side deadline** of `timeout_ms` covering
 //! connecting, applying the schema and the statement: a server that stops
 //! answering (frozen, partitioned with the socket still open) costs one
@@ -16,14 +18,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
 use crate::answer::{WorkerRecord, worker_status};
-use crate::forklocal::ForkLocal;
+use crate::blocking::Blocking;
 use crate::protocol::{self, SqlValue};
 use crate::url::Options;
 use crate::{Authority, WorkerStatus};
@@ -35,32 +36,16 @@ pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 /// the script again when the database has only older versions.
 const SCHEMA_VERSION: i32 = 5;
 
-/// One process's connection: a single-threaded runtime that drives it only
-/// while a call runs, the client, and the task that owns the socket.
-struct Session {
-    /// `Some` until the session is dropped.
-    runtime: Option<tokio::runtime::Runtime>,
-    client: Option<(Arc<Client>, tokio::task::JoinHandle<()>)>,
+/// One process's connection: the client, and the task that owns the
+/// socket (on the bridge's runtime, which drives it only while a call runs).
+struct Conn {
+    client: Arc<Client>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Session {
+impl Drop for Conn {
     fn drop(&mut self) {
-        // The connection first, while its runtime still exists; then a
-        // shutdown that never blocks, so a drop inside another runtime's
-        // async code (a host's tokio service, `grantid serve` stopping) is
-        // fine.
-        self.drop_connection();
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-impl Session {
-    fn drop_connection(&mut self) {
-        if let Some((_, task)) = self.client.take() {
-            task.abort();
-        }
+        self.task.abort();
     }
 }
 
@@ -69,7 +54,7 @@ pub struct PgAuthority {
     config: tokio_postgres::Config,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
-    session: ForkLocal<Option<Session>>,
+    conn: Blocking<Conn>,
 }
 
 impl std::fmt::Debug for PgAuthority {
@@ -147,7 +132,7 @@ impl PgAuthority {
             config,
             options,
             clock: None,
-            session: ForkLocal::new(),
+            conn: Blocking::new("postgres"),
         })
     }
 
@@ -204,78 +189,39 @@ impl PgAuthority {
     /// (the next call reconnects) and the answer is `Unavailable`.
     fn call<T, F, Fut>(&self, what: &str, op: F) -> Result<T, GrantError>
     where
-        F: FnOnce(Arc<Client>) -> Fut,
+        T: Send,
+        F: FnOnce(Arc<Client>) -> Fut + Send,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
-        let timeout = self.options.timeout;
-        let deadline = Instant::now() + timeout;
-        let mut slot = self.session.get().lock();
-        if slot.is_none() {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| unavailable("cannot start the I/O runtime", e))?;
-            *slot = Some(Session {
-                runtime: Some(runtime),
-                client: None,
-            });
-        }
-        let session = slot.as_mut().expect("made above");
-        if session.client.as_ref().is_some_and(|(c, _)| c.is_closed()) {
-            session.drop_connection();
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let existing = session.client.as_ref().map(|(c, _)| Arc::clone(c));
         let config = &self.config;
-        let Some(runtime) = session.runtime.as_ref() else {
-            return Err(unavailable(what, "the I/O runtime is shut down"));
-        };
-        let work = async {
-            let (client, fresh) = match existing {
-                Some(c) => (c, None),
-                None => {
-                    let (client, connection) = Self::connect(config).await?;
-                    let task = tokio::spawn(async move {
-                        let _ = connection.await;
-                    });
-                    let client = Arc::new(client);
-                    if let Err(e) = Self::prepare(&client).await {
-                        task.abort();
-                        return Err(e);
+        self.conn.call(
+            self.options.timeout,
+            what,
+            async move |slot: &mut Option<Conn>| {
+                if slot.as_ref().is_some_and(|c| c.client.is_closed()) {
+                    *slot = None;
+                }
+                let conn = match slot {
+                    Some(c) => c,
+                    None => {
+                        let (client, connection) = Self::connect(config).await?;
+                        let conn = Conn {
+                            client: Arc::new(client),
+                            task: tokio::spawn(async move {
+                                let _ = connection.await;
+                            }),
+                        };
+                        // A connection whose schema could not be prepared
+                        // is dropped (its task aborted) here.
+                        Self::prepare(&conn.client).await?;
+                        slot.insert(conn)
                     }
-                    (Arc::clone(&client), Some((client, task)))
-                }
-            };
-            let answer = op(Arc::clone(&client))
-                .await
-                .map_err(|e| unavailable(what, describe(&e)));
-            Ok((fresh, answer))
-        };
-        // The timer is made inside the runtime (it needs its time driver).
-        let outcome = runtime.block_on(async { tokio::time::timeout(left, work).await });
-        match outcome {
-            Err(_elapsed) => {
-                session.drop_connection();
-                Err(GrantError::Unavailable(format!(
-                    "postgres: {what}: no answer within timeout_ms ({} ms, client-side deadline); \
-                     the connection was dropped",
-                    timeout.as_millis()
-                )))
-            }
-            Ok(Err(e)) => {
-                session.drop_connection();
-                Err(e)
-            }
-            Ok(Ok((fresh, answer))) => {
-                if let Some(fresh) = fresh {
-                    session.client = Some(fresh);
-                }
-                if answer.is_err() {
-                    session.drop_connection();
-                }
-                answer
-            }
-        }
+                };
+                op(Arc::clone(&conn.client))
+                    .await
+                    .map_err(|e| unavailable(what, describe(&e)))
+            },
+        )
     }
 
     fn now_ms(&self) -> Option<u64> {

@@ -1,5 +1,7 @@
 //! Authority URLs: `file:PATH`, `static:N`, `static:env:VAR`,
-//! `postgres://...`, `redis://...`, each with optional `?key=value` options.
+//! `postgres://...`, `mysql://...`, `redis://...`, `etcd://...` and
+//! `grpc://...`, each with optional `?key=value` options
+//! (docs/reference/urls.md).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +24,20 @@ pub const DEFAULT_MAX_LEAD_MS: u64 = 7_000;
 pub const DEFAULT_CLOCK_SKEW_MS: u64 = 1_000;
 /// Default cap on the Redis grant log stream (approximate, `XADD MAXLEN ~`).
 pub const DEFAULT_REDIS_LOG_MAX: u64 = 1_000_000;
+
+/// Every scheme, for the messages that name them.
+const SCHEMES: &str = "file:, static:, postgres://, mysql://, redis://, etcd://, grpc://";
+
+/// grantid's own options, the keys [`apply_option`] takes (`log_max` only
+/// on `redis://`).
+const GRANTID_OPTIONS: &[&str] = &[
+    "lease_grace_ms",
+    "timeout_ms",
+    "log_max",
+    "max_lead_ms",
+    "clock_skew_ms",
+    "datacenter",
+];
 
 /// The query options the Redis driver reads (redis-rs `protocol`, and `db`,
 /// `user`, `pass` for `redis+unix:`); any other key is refused.
@@ -238,17 +254,14 @@ pub fn trailing_ordinal(name: &str) -> Option<u32> {
 /// Parses an authority URL. Environment variables named by `static:env:VAR`
 /// are read here.
 pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
-    let (scheme, rest) = url.split_once(':').ok_or_else(|| {
-        invalid(
-            url,
-            "no scheme (expected file:, static:, postgres://, mysql://, redis://, etcd://)",
-        )
-    })?;
+    let (scheme, rest) = url
+        .split_once(':')
+        .ok_or_else(|| invalid(url, format!("no scheme (expected {SCHEMES})")))?;
     let mut options = Options::default();
     let target = match scheme {
         "file" => {
             let (path, query) = split_query(rest);
-            take_options(url, query, &mut options, &[])?;
+            take_options(url, scheme, query, &mut options, &[])?;
             // file:PATH, file:///PATH, file://localhost/PATH (RFC 8089).
             let path = match path.strip_prefix("//") {
                 Some(after) => {
@@ -275,7 +288,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
         "static" => {
             let (spec, query) = split_query(rest);
             let mut state = None;
-            let extra = take_options(url, query, &mut options, &["state"])?;
+            let extra = take_options(url, scheme, query, &mut options, &["state"])?;
             for (k, v) in extra {
                 if k == "state" {
                     if v.is_empty() {
@@ -309,11 +322,11 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             Target::Static { worker, state }
         }
         "postgres" | "postgresql" => {
-            let kept = strip_options(url, &mut options)?;
+            let kept = strip_options(url, scheme, &mut options)?;
             Target::Postgres(kept)
         }
         "redis" | "rediss" => {
-            let kept = strip_options(url, &mut options)?;
+            let kept = strip_options(url, scheme, &mut options)?;
             // The driver ignores query keys it does not know: a misspelled
             // option (timeout_msec=) would be dropped silently.
             if let Some((_, q)) = kept.split_once('?') {
@@ -323,8 +336,8 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
                         return Err(invalid(
                             url,
                             format!(
-                                "unknown option {k:?} (grantid: lease_grace_ms, timeout_ms, \
-                                 log_max, max_lead_ms, clock_skew_ms; the Redis driver: {})",
+                                "unknown option {k:?} (grantid: {}; the Redis driver: {})",
+                                GRANTID_OPTIONS.join(", "),
                                 REDIS_DRIVER_OPTIONS.join(", ")
                             ),
                         ));
@@ -334,13 +347,13 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             Target::Redis(kept)
         }
         "mysql" | "mariadb" => {
-            let kept = strip_options(url, &mut options)?;
+            let kept = strip_options(url, scheme, &mut options)?;
             Target::Mysql(format!("mysql:{}", &kept[scheme.len() + 1..]))
         }
         "etcd" => {
             let addrs = rest.strip_prefix("//").unwrap_or_default();
             let (addrs, query) = split_query(addrs);
-            take_options(url, query, &mut options, &[])?;
+            take_options(url, scheme, query, &mut options, &[])?;
             let endpoints: Vec<String> = addrs.split(',').map(str::to_owned).collect();
             for e in &endpoints {
                 let ok = e.rsplit_once(':').is_some_and(|(host, port)| {
@@ -358,7 +371,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
         "grpc" => {
             let addr = rest.strip_prefix("//").unwrap_or_default();
             let (addr, query) = split_query(addr);
-            take_options(url, query, &mut options, &[])?;
+            take_options(url, scheme, query, &mut options, &[])?;
             if addr.is_empty() {
                 return Err(invalid(url, "expected grpc://HOST:PORT"));
             }
@@ -367,10 +380,7 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
         other => {
             return Err(invalid(
                 url,
-                format!(
-                    "unknown scheme {other:?} (expected file:, static:, postgres://, mysql://, \
-                     redis://, etcd://)"
-                ),
+                format!("unknown scheme {other:?} (expected {SCHEMES})"),
             ));
         }
     };
@@ -392,6 +402,7 @@ fn split_query(rest: &str) -> (&str, &str) {
 /// `extra`; refuses anything else.
 fn take_options(
     url: &str,
+    scheme: &str,
     query: &str,
     options: &mut Options,
     extra: &[&str],
@@ -399,7 +410,7 @@ fn take_options(
     let mut out = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if !apply_option(url, k, v, options)? {
+        if !apply_option(url, scheme, k, v, options)? {
             if extra.contains(&k) {
                 out.push((k.to_owned(), v.to_owned()));
             } else {
@@ -412,12 +423,12 @@ fn take_options(
 
 /// Takes grantid's options out of a server URL's query, keeping the rest for
 /// the driver.
-fn strip_options(url: &str, options: &mut Options) -> Result<String, Error> {
+fn strip_options(url: &str, scheme: &str, options: &mut Options) -> Result<String, Error> {
     let (base, query) = split_query(url);
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if !apply_option(url, k, v, options)? {
+        if !apply_option(url, scheme, k, v, options)? {
             kept.push(pair);
         }
     }
@@ -428,7 +439,15 @@ fn strip_options(url: &str, options: &mut Options) -> Result<String, Error> {
     })
 }
 
-fn apply_option(url: &str, key: &str, value: &str, options: &mut Options) -> Result<bool, Error> {
+/// Applies one of grantid's options ([`GRANTID_OPTIONS`]) to `options`;
+/// `false` for any other key.
+fn apply_option(
+    url: &str,
+    scheme: &str,
+    key: &str,
+    value: &str,
+    options: &mut Options,
+) -> Result<bool, Error> {
     let number = || {
         value
             .parse::<u64>()
@@ -442,6 +461,12 @@ fn apply_option(url: &str, key: &str, value: &str, options: &mut Options) -> Res
                 return Err(invalid(url, "timeout_ms must be at least 1"));
             }
             options.timeout = Duration::from_millis(ms);
+        }
+        "log_max" if !matches!(scheme, "redis" | "rediss") => {
+            return Err(invalid(
+                url,
+                "log_max applies to redis:// only (the length of its grant-log stream)",
+            ));
         }
         "log_max" => options.log_max = number()?,
         "max_lead_ms" => {
@@ -578,10 +603,37 @@ mod tests {
     }
 
     #[test]
+    fn every_grantid_option_is_taken_and_named() {
+        for key in GRANTID_OPTIONS {
+            let mut options = Options::default();
+            assert_eq!(
+                apply_option("redis://h/0", "redis", key, "1", &mut options).ok(),
+                Some(true),
+                "{key}"
+            );
+            let e = parse(&format!("redis://h/0?{key}x=1")).unwrap_err();
+            assert!(e.message().contains(&format!(" {key}")), "{e}");
+        }
+        assert_eq!(
+            apply_option(
+                "redis://h/0",
+                "redis",
+                "bogus",
+                "1",
+                &mut Options::default()
+            )
+            .ok(),
+            Some(false)
+        );
+    }
+
+    #[test]
     fn bad_urls_name_the_problem() {
         for (url, needle) in [
             ("nothing", "no scheme"),
+            ("nothing", "grpc://)"),
             ("ftp://x", "unknown scheme"),
+            ("ftp://x", "grpc://)"),
             ("static:", "not a worker number"),
             ("static:-1", "not a worker number"),
             ("static:99999999999", "32 bits"),
@@ -592,6 +644,12 @@ mod tests {
             ("file:/x?timeout_ms=0", "at least 1"),
             ("postgres:localhost", "expected postgres://"),
             ("redis://h?lease_grace_ms=abc", "not a whole number"),
+            ("file:/x?log_max=1", "log_max applies to redis:// only"),
+            (
+                "postgres://h/db?log_max=1",
+                "log_max applies to redis:// only",
+            ),
+            ("grpc://h:1?log_max=1", "log_max applies to redis:// only"),
             ("file:/x?datacenter=-1", "not a whole number"),
             ("static:1?datacenter=4294967296", "does not fit in 32 bits"),
             (

@@ -381,7 +381,7 @@ export interface Stats {
 
 /**
  * The options of the helpers' calls; a missing one takes the reference
- * authorities' default (the URL options of docs/AUTHORITIES.md).
+ * authorities' default (the URL options of docs/reference/urls.md).
  */
 export interface StoreCallOptions {
   /** `lease_grace_ms` (5000). */

@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS grantid_grant_log (
     KEY grant_log_created (created_at)
 ) ENGINE=InnoDB;
 
--- State loss (docs/AUTHORITIES.md, "State loss" and "MySQL / MariaDB"):
+-- State loss (docs/AUTHORITIES.md and docs/reference/mysql.md, "State loss"):
 -- one row for the whole database. It records the server's identity
 -- (grantid_identity below) and a quarantine: no grant before
 -- quarantine_until_ms (Unix ms). A missing row (never used, or lost: they

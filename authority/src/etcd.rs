@@ -25,7 +25,7 @@
 //! (ticks in the worker record), as in the other authorities; no etcd lease
 //! is used, so a grant costs two round trips and no keep-alive traffic.
 //!
-//! State loss (docs/AUTHORITIES.md, "etcd"): a missing store record, a
+//! State loss (docs/reference/etcd.md, "State loss"): a missing store record, a
 //! cluster id other than the recorded one, or a revision lower than one
 //! this process has already seen from the cluster (the data went back: a
 //! restore of a snapshot or of a data directory) start a quarantine of

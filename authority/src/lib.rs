@@ -265,8 +265,8 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
             format!(
                 "authority URL {:?}: this build has no etcd authority: build with the cargo \
                  feature `etcd` (for example `cargo build -p grantid-cli --features etcd`; it \
-                 needs protoc: apt-get install protobuf-compiler); see docs/AUTHORITIES.md, \
-                 \"etcd\"",
+                 needs protoc: apt-get install protobuf-compiler); see docs/reference/etcd.md, \
+                 \"Setup\"",
                 url::redact(url)
             ),
         )),

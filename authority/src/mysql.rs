@@ -14,8 +14,8 @@
 //! `sync_binlog` other than 1), refuses a multi-primary server (a Galera
 //! node, a Group Replication group in multi-primary mode), and quarantines a
 //! database whose grantid state is missing or whose server identity
-//! (`server_id`, and MySQL's `server_uuid`) changed (docs/AUTHORITIES.md,
-//! "MySQL / MariaDB").
+//! (`server_id`, and MySQL's `server_uuid`) changed
+//! (docs/reference/mysql.md).
 
 use std::sync::Arc;
 

@@ -20,7 +20,7 @@ use crate::errors::{JsErr, invalid, map_error};
 use crate::source::{GrantShape, integer, plain_string, type_name};
 
 /// The options of the helpers' calls; a missing one takes the reference
-/// authorities' default (the URL options of docs/AUTHORITIES.md).
+/// authorities' default (the URL options of docs/reference/urls.md).
 #[napi(object)]
 #[derive(Debug, Clone, Default)]
 pub struct StoreCallOptions {

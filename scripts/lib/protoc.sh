@@ -1,6 +1,6 @@
 # protoc for the `etcd` cargo feature (etcd-client's build script compiles
 # etcd's .proto files with it): sourced, never run. A plain build needs no
-# protoc (docs/AUTHORITIES.md, "etcd").
+# protoc (docs/reference/etcd.md, "Setup").
 #
 # ensure_protoc installs Debian's protobuf-compiler with apt when protoc is
 # missing (as root); it fails when protoc is still missing.

@@ -74,16 +74,8 @@ pub mod answer;
 ))]
 mod blocking;
 mod datacenter;
-#[cfg(any(
-    feature = "file",
-    feature = "static",
-    feature = "postgres",
-    feature = "redis",
-    feature = "grpc",
-    feature = "mysql",
-    feature = "etcd"
-))]
 mod forklocal;
+pub mod hosted;
 #[cfg(any(feature = "file", feature = "static"))]
 mod local;
 #[cfg(any(feature = "file", feature = "static"))]

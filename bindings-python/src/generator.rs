@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use crate::clock::{PyManualClock, PyMemoryAuthority};
 use crate::errors::{invalid, to_pyerr};
 use crate::layout::{PyDecoded, PyLayout, decode_with};
-use crate::source::{PySource, lost_callback};
+use crate::source::{lost_callback, new_source};
 
 /// Every generator made in this process, so the `atexit` hook can close the
 /// ones still open before the interpreter goes away.
@@ -64,7 +64,7 @@ fn make_source(
              `await grantid.Generator.start_async(...)` inside the event loop that should run it",
         ));
     }
-    match PySource::new(grant_source, source_timeout) {
+    match new_source(grant_source, source_timeout) {
         Some(source) => Ok(Box::new(source)),
         None => Err(invalid(format!(
             "grant_source must be an authority URL (str), a callable (request) -> grant, or an object with acquire(request); got {}",

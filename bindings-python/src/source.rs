@@ -8,19 +8,22 @@
 //! missing or mistyped grant field, is uncertain: logged on the `grantid`
 //! logger and retried by the core.
 //!
-//! The callable runs on a helper thread and the renewal thread waits for it
-//! at most `source_timeout`: a callable that blocks (a socket without a
-//! timeout) makes the answer uncertain instead of stopping renewal, start-up
-//! and `close()` with it. Python cannot interrupt the call, so while it has
-//! not returned no new call is made (each retry waits for it again); when
-//! it returns, its answer serves the retry of the same request.
+//! Each call runs on a helper thread, bounded by the one machine of
+//! `grantid_authority::hosted`: the renewal thread waits at most
+//! `source_timeout`, so a callable that blocks (a socket without a timeout)
+//! makes the answer uncertain instead of stopping renewal, start-up and
+//! `close()` with it. Python cannot interrupt the call, so while it has not
+//! returned no new call is made (one call in flight: a callable need not be
+//! reentrant, and each running call holds a thread and the fork guard);
+//! when it returns, its answer serves the retry of the same request. A
+//! `release` is waited for at most `source_timeout` too.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use grantid::{ErrorKind, Grant, GrantError, GrantRequest, GrantSource, LeaseLostEvent};
+use grantid::{ErrorKind, Grant, GrantError, GrantRequest, LeaseLostEvent};
+use grantid_authority::hosted::{Answer, Host, HostedSource, Limits, Reply};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
@@ -68,22 +71,13 @@ pub(crate) fn log(py: Python<'_>, level: &str, message: &str, exc: Option<&PyErr
 /// Node binding's `sourceTimeoutMs` default).
 pub(crate) const DEFAULT_SOURCE_TIMEOUT_S: f64 = 2.0;
 
-type Answer = Result<Grant, GrantError>;
-
-/// A call that did not return within the timeout: its request and where
-/// its answer will arrive.
-struct Pending {
-    pid: u32,
-    key: (u64, u64),
-    answer: Receiver<Answer>,
-}
-
 /// A grant source made of a Python callable `(GrantRequest) -> Grant | dict`
 /// and an optional `release(Grant)`, each call bounded by a timeout.
-pub(crate) struct PySource {
+pub(crate) type PySource = HostedSource<PyHost>;
+
+/// The callables, called on helper threads.
+pub(crate) struct PyHost {
     calls: Arc<PyCalls>,
-    timeout: Duration,
-    pending: Mutex<Option<Pending>>,
 }
 
 /// The callables themselves.
@@ -92,102 +86,77 @@ struct PyCalls {
     release: Option<Py<PyAny>>,
 }
 
-impl PySource {
-    /// `source` is a callable, or an object with an `acquire` method; a
-    /// `release` method is called (best effort) when the generator closes.
-    /// Each `acquire` call is awaited at most `timeout`.
-    pub(crate) fn new(source: &Bound<'_, PyAny>, timeout: Duration) -> Option<PySource> {
-        let acquire = match source.getattr("acquire") {
-            Ok(m) if m.is_callable() => m,
-            _ if source.is_callable() => source.clone(),
-            _ => return None,
-        };
-        let release = source
-            .getattr("release")
-            .ok()
-            .filter(|m| m.is_callable())
-            .map(Bound::unbind);
-        Some(PySource {
-            calls: Arc::new(PyCalls {
-                acquire: acquire.unbind(),
-                release,
-            }),
-            timeout,
-            pending: Mutex::new(None),
+/// `source` is a callable, or an object with an `acquire` method; a
+/// `release` method is called (best effort) when the generator closes.
+/// Each call is awaited at most `timeout`.
+pub(crate) fn new_source(source: &Bound<'_, PyAny>, timeout: Duration) -> Option<PySource> {
+    let acquire = match source.getattr("acquire") {
+        Ok(m) if m.is_callable() => m,
+        _ if source.is_callable() => source.clone(),
+        _ => return None,
+    };
+    let release = source
+        .getattr("release")
+        .ok()
+        .filter(|m| m.is_callable())
+        .map(Bound::unbind);
+    let host = PyHost {
+        calls: Arc::new(PyCalls {
+            acquire: acquire.unbind(),
+            release,
+        }),
+    };
+    Some(HostedSource::new(host, Limits::new(timeout)))
+}
+
+/// Runs `f` on a new thread named for grant-source calls.
+fn spawn(f: impl FnOnce() + Send + 'static) -> Result<(), GrantError> {
+    std::thread::Builder::new()
+        .name("grantid-py-source".into())
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| {
+            GrantError::Unavailable(format!("cannot start a thread for the grant source: {e}"))
+        })
+}
+
+impl Host for PyHost {
+    const TIMEOUT_OPTION: &'static str = "source_timeout";
+
+    fn start_acquire(
+        &self,
+        request: &GrantRequest,
+        reply: Reply<Answer>,
+    ) -> Result<(), GrantError> {
+        let calls = Arc::clone(&self.calls);
+        let owned = request.clone();
+        spawn(move || {
+            let answer = with_python(|py| calls.call(py, &owned)).unwrap_or_else(|| {
+                Err(GrantError::Unavailable(
+                    "the Python interpreter is shutting down".to_owned(),
+                ))
+            });
+            reply.send(answer);
         })
     }
 
-    /// Calls the source on a helper thread; waits at most the timeout.
-    ///
-    /// The pending call is kept under a lock taken only for an instant and
-    /// only with `try_lock`: a `fork()` child inherits the lock in whatever
-    /// state the parent's renewal thread left it, and a pending call of the
-    /// parent (whose thread does not exist in the child) is ignored there.
-    fn bounded_acquire(&self, request: &GrantRequest) -> Answer {
-        let key = (request.incarnation, request.request_id);
-        let pid = std::process::id();
-        let earlier = self
-            .pending
-            .try_lock()
-            .ok()
-            .and_then(|mut p| p.take())
-            .filter(|p| p.pid == pid);
-        if let Some(p) = earlier {
-            match p.answer.recv_timeout(self.timeout) {
-                Ok(answer) if p.key == key => return answer,
-                // An answer to an older request: the generator moved on.
-                Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
-                Err(RecvTimeoutError::Timeout) => {
-                    self.keep_pending(p);
-                    return Err(GrantError::Unavailable(format!(
-                        "the grant source has still not returned from an earlier call \
-                         (source_timeout {:.3} s); no new call until it does",
-                        self.timeout.as_secs_f64()
-                    )));
-                }
-            }
+    fn start_release(&self, last: &Grant, done: Reply<()>) -> bool {
+        if self.calls.release.is_none() {
+            return false;
         }
-        let (tx, rx) = mpsc::sync_channel::<Answer>(1);
         let calls = Arc::clone(&self.calls);
-        let owned = request.clone();
-        let spawned = std::thread::Builder::new()
-            .name("grantid-py-source".into())
-            .spawn(move || {
-                let answer = with_python(|py| calls.call(py, &owned)).unwrap_or_else(|| {
-                    Err(GrantError::Unavailable(
-                        "the Python interpreter is shutting down".to_owned(),
-                    ))
-                });
-                let _ = tx.send(answer);
-            });
-        if let Err(e) = spawned {
-            return Err(GrantError::Unavailable(format!(
-                "cannot start a thread for the grant source: {e}"
-            )));
-        }
-        match rx.recv_timeout(self.timeout) {
-            Ok(answer) => answer,
-            Err(RecvTimeoutError::Timeout) => {
-                self.keep_pending(Pending {
-                    pid,
-                    key,
-                    answer: rx,
-                });
-                Err(GrantError::Unavailable(format!(
-                    "the grant source did not return within source_timeout ({:.3} s)",
-                    self.timeout.as_secs_f64()
-                )))
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(GrantError::Unavailable(
-                "the grant source's thread ended without an answer".into(),
-            )),
-        }
+        let last = last.clone();
+        spawn(move || {
+            with_python(|py| calls.release(py, &last));
+            done.send(());
+        })
+        .is_ok()
     }
 
-    fn keep_pending(&self, p: Pending) {
-        if let Ok(mut slot) = self.pending.try_lock() {
-            *slot = Some(p);
-        }
+    fn closed(&self) -> Option<String> {
+        SHUTTING_DOWN
+            .load(Ordering::SeqCst)
+            .then(|| "the Python interpreter is shutting down".to_owned())
     }
 }
 
@@ -206,6 +175,29 @@ impl PyCalls {
             let _ = g.call_method0(py, "exit");
         }
         result
+    }
+
+    /// Calls `release(last)`, if there is one, inside the fork guard; an
+    /// exception is logged.
+    fn release(&self, py: Python<'_>, last: &Grant) {
+        let Some(release) = &self.release else {
+            return;
+        };
+        let guard = fork_guard(py);
+        if let Some(g) = &guard {
+            let _ = g.call_method0(py, "enter");
+        }
+        let grant = PyGrant(last.clone());
+        let result = Py::new(py, grant)
+            .and_then(|g| PyTuple::new(py, [g]))
+            .and_then(|args| release.call1(py, args));
+        if let Some(g) = &guard {
+            let _ = g.call_method0(py, "exit");
+        }
+        if let Err(err) = result {
+            let why = format!("the grant source's release raised {}", describe(py, &err));
+            log(py, "warning", &why, Some(&err));
+        }
     }
 
     fn call_unguarded(&self, py: Python<'_>, request: &GrantRequest) -> Result<Grant, GrantError> {
@@ -259,40 +251,6 @@ fn describe(py: Python<'_>, err: &PyErr) -> String {
         .name()
         .map_or_else(|_| "an exception".to_owned(), |n| n.to_string());
     format!("{name}: {}", err.value(py))
-}
-
-impl GrantSource for PySource {
-    fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            return Err(GrantError::Unavailable(
-                "the Python interpreter is shutting down".to_owned(),
-            ));
-        }
-        self.bounded_acquire(request)
-    }
-
-    fn release(&self, last: &Grant) {
-        let Some(release) = &self.calls.release else {
-            return;
-        };
-        with_python(|py| {
-            let guard = fork_guard(py);
-            if let Some(g) = &guard {
-                let _ = g.call_method0(py, "enter");
-            }
-            let grant = PyGrant(last.clone());
-            let result = Py::new(py, grant)
-                .and_then(|g| PyTuple::new(py, [g]))
-                .and_then(|args| release.call1(py, args));
-            if let Some(g) = &guard {
-                let _ = g.call_method0(py, "exit");
-            }
-            if let Err(err) = result {
-                let why = format!("the grant source's release raised {}", describe(py, &err));
-                log(py, "warning", &why, Some(&err));
-            }
-        });
-    }
 }
 
 /// Wraps a Python `on_lease_lost(event)` callable for the core.

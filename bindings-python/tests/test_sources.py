@@ -221,3 +221,35 @@ def test_a_slow_answer_serves_the_retry_of_its_request() -> None:
     with grantid.Generator(slow, namespace="slow", source_timeout=0.1, startup_timeout=5.0) as g:
         g.next_id()
         assert g.stats()["uncertain_retries"] >= 1
+
+
+def test_a_release_that_blocks_is_bounded_by_source_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    unblock = threading.Event()
+    released: List[grantid.Grant] = []
+
+    class Source:
+        def acquire(self, request: grantid.GrantRequest) -> Dict[str, Any]:
+            return good(request)
+
+        def release(self, grant: grantid.Grant) -> None:
+            released.append(grant)
+            unblock.wait(10)
+
+    g = grantid.Generator(Source(), namespace="slow-release", source_timeout=0.2, **FAST)
+    g.next_id()
+    outcome: Dict[str, Any] = {}
+
+    def close() -> None:
+        g.close()
+        outcome["closed"] = True
+
+    t = threading.Thread(target=close, daemon=True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="grantid"):
+            t.start()
+            t.join(5)
+            assert not t.is_alive(), "close() stayed blocked in the grant source's release"
+        assert outcome.get("closed") and released
+        assert any("release_failed" in r.getMessage() and "source_timeout" in r.getMessage() for r in caplog.records)
+    finally:
+        unblock.set()

@@ -213,11 +213,64 @@ test('a promise that never settles is not called again on every retry', async ()
       grantSource: source,
       namespace: 'never-v1',
       sourceTimeoutMs: 20,
-      startupTimeoutMs: 600,
+      // Shorter than the 15 timeouts after which a pending call is given up.
+      startupTimeoutMs: 200,
       backoffMinMs: 1,
       backoffMaxMs: 2,
     }),
     (e) => e.code === 'UNAVAILABLE' && /never settle/.test(e.message),
   )
   assert.equal(calls, 1, `the source was called ${calls} times while its promise was pending`)
+})
+
+test('a promise pending for 15 source timeouts is given up for a new call', async () => {
+  const inner = memoryAuthority()
+  let calls = 0
+  const kept = []
+  const source = (request) => {
+    calls++
+    if (calls > 1) return inner(request)
+    const p = new Promise(() => {})
+    kept.push(p)
+    return p
+  }
+  const gen = await Generator.start({
+    grantSource: source,
+    namespace: 'given-up-v1',
+    sourceTimeoutMs: 20,
+    startupTimeoutMs: 3000,
+    backoffMinMs: 1,
+    backoffMaxMs: 2,
+  })
+  try {
+    assert.match(gen.nextId(), /^\d+$/)
+    assert.equal(calls, 2)
+  } finally {
+    gen.close()
+  }
+})
+
+test('a source whose promises never settle holds at most four of them', async () => {
+  let calls = 0
+  const kept = []
+  const source = () => {
+    calls++
+    const p = new Promise(() => {})
+    kept.push(p)
+    return p
+  }
+  // Fifteen timeouts of 20 ms: a call given up every 300 ms, were it not
+  // for the bound.
+  await assert.rejects(
+    Generator.start({
+      grantSource: source,
+      namespace: 'bound-v1',
+      sourceTimeoutMs: 20,
+      startupTimeoutMs: 2500,
+      backoffMinMs: 1,
+      backoffMaxMs: 2,
+    }),
+    (e) => e.code === 'UNAVAILABLE' && /4 calls are still unanswered, the most allowed/.test(e.message),
+  )
+  assert.equal(calls, 4, `the source was called ${calls} times while its promises were pending`)
 })

@@ -12,7 +12,7 @@ use crate::clock::ManualClock;
 use crate::convert::{LayoutOptions, MAX_SAFE, layout_from_js, number_to_u64};
 use crate::errors::{Result, invalid};
 use crate::events::EventFn;
-use crate::source::{JsSource, LeaseLost, LostFn, SourceFn};
+use crate::source::{JsSource, LeaseLost, LostFn, SourceFn, new_source};
 
 /// How long the renewal thread waits for a JS grant source to answer before
 /// it counts the call as unavailable and retries. Shorter than the default
@@ -126,9 +126,7 @@ impl Plan {
         }
         let source = match o.grant_source {
             Either::A(url) => SourceChoice::Url(url),
-            Either::B(f) => {
-                SourceChoice::Js(JsSource::new(f, Duration::from_millis(source_timeout)))
-            }
+            Either::B(f) => SourceChoice::Js(new_source(f, Duration::from_millis(source_timeout))),
         };
         let mut settings = Vec::new();
         if let Some(v) = ms(o.max_drift_ms, "maxDriftMs")? {

@@ -8,20 +8,20 @@
 //! A blocked event loop therefore stalls renewal, and the core keeps every ID
 //! inside the committed grants meanwhile.
 //!
-//! A call that has not settled within the timeout stays pending: the next
-//! retries wait for its answer (which serves the retry of the same request)
-//! instead of calling the function again. Each call attaches handlers to
-//! its promise that live as long as the promise: calling again on every
-//! retry leaked one closure per retry while a promise never settled. A
-//! promise still pending after [`ABANDON_AFTER`] is given up, and the
-//! function is called again (a promise that never settles then costs one
-//! small closure per [`ABANDON_AFTER`]).
+//! The wait is the one machine of `grantid_authority::hosted`. A call that
+//! has not settled within the timeout stays pending: the next retries wait
+//! for its answer (which serves the retry of the same request) instead of
+//! calling the function again. Each call attaches handlers to its promise
+//! that live as long as the promise, so a call counts as in flight until
+//! its promise settles or is collected. A promise still pending after
+//! fifteen timeouts (30 s at the default) is given up and the function
+//! called again, while fewer than [`MAX_IN_FLIGHT`] calls are in flight: a
+//! source whose promises never settle holds at most that many.
 
-use std::sync::Mutex;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use grantid::{Grant, GrantError, GrantRequest, GrantSource};
+use grantid::{Grant, GrantError, GrantRequest};
+use grantid_authority::hosted::{Answer, Host, HostedSource, Limits, Reply};
 use napi::bindgen_prelude::{
     BigInt, CallbackContext, Either, JsObjectValue, Null, Object, PromiseRaw, Unknown,
 };
@@ -67,42 +67,50 @@ pub type SourceFn =
 /// The `onLeaseLost` callback, held weakly.
 pub type LostFn = ThreadsafeFunction<LeaseLost, Unknown<'static>, LeaseLost, Status, false, true>;
 
-type Answer = Result<Grant, GrantError>;
+/// The most calls of a JS source in flight (promises neither settled nor
+/// collected): enough to get past a few promises that hang, few enough
+/// that a source whose promises never settle holds only a handful.
+pub const MAX_IN_FLIGHT: usize = 4;
 
-/// How long a call that has not settled is waited for before the function
-/// is called again.
-pub const ABANDON_AFTER: Duration = Duration::from_secs(30);
+/// A JS function as a [`grantid::GrantSource`].
+pub type JsSource = HostedSource<JsHost>;
 
-/// A call that has not settled: its request, when it was made, and where
-/// its answer will arrive.
-struct Pending {
-    key: (u64, u64),
-    since: Instant,
-    answer: Receiver<Answer>,
-}
-
-/// A JS function as a [`GrantSource`].
-pub struct JsSource {
+/// The JS function, called on the JS thread.
+pub struct JsHost {
     function: SourceFn,
-    timeout: Duration,
-    pending: Mutex<Option<Pending>>,
 }
 
-impl JsSource {
-    pub fn new(function: SourceFn, timeout: Duration) -> JsSource {
-        JsSource {
-            function,
-            timeout,
-            pending: Mutex::new(None),
-        }
-    }
+/// `function` as a grant source, each call awaited at most `timeout`.
+pub fn new_source(function: SourceFn, timeout: Duration) -> JsSource {
+    HostedSource::new(
+        JsHost { function },
+        Limits::new(timeout).max_in_flight(MAX_IN_FLIGHT),
+    )
+}
 
-    fn unsettled(&self) -> GrantError {
-        GrantError::Unavailable(format!(
-            "the grant source did not answer within {} ms (is the event loop blocked, or \
-             does its promise never settle?)",
-            self.timeout.as_millis()
-        ))
+impl Host for JsHost {
+    const TIMEOUT_OPTION: &'static str = "sourceTimeoutMs";
+    const STALL_HINT: &'static str = "is the event loop blocked, or does its promise never settle?";
+
+    fn start_acquire(
+        &self,
+        request: &GrantRequest,
+        reply: Reply<Answer>,
+    ) -> Result<(), GrantError> {
+        let status = self.function.call_with_return_value(
+            to_js(request),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |returned, env| {
+                settle(returned, &env, reply);
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(GrantError::Unavailable(format!(
+                "cannot call the grant source on the JS thread ({status})"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -124,60 +132,13 @@ fn to_js(request: &GrantRequest) -> JsGrantRequest {
     }
 }
 
-impl GrantSource for JsSource {
-    fn acquire(&self, request: &GrantRequest) -> Answer {
-        let key = (request.incarnation, request.request_id);
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = pending.take() {
-            match p.answer.recv_timeout(self.timeout) {
-                Ok(answer) if p.key == key => return answer,
-                // An answer to an older request: the generator moved on.
-                Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
-                Err(RecvTimeoutError::Timeout) if p.since.elapsed() < ABANDON_AFTER => {
-                    *pending = Some(p);
-                    return Err(self.unsettled());
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-        }
-        let (tx, rx) = mpsc::sync_channel::<Answer>(1);
-        let status = self.function.call_with_return_value(
-            to_js(request),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |returned, env| {
-                settle(returned, &env, tx);
-                Ok(())
-            },
-        );
-        if status != Status::Ok {
-            return Err(GrantError::Unavailable(format!(
-                "cannot call the grant source on the JS thread ({status})"
-            )));
-        }
-        match rx.recv_timeout(self.timeout) {
-            Ok(answer) => answer,
-            Err(RecvTimeoutError::Timeout) => {
-                *pending = Some(Pending {
-                    key,
-                    since: Instant::now(),
-                    answer: rx,
-                });
-                Err(self.unsettled())
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(GrantError::Unavailable(
-                "the grant source's promise was dropped without settling".into(),
-            )),
-        }
-    }
-}
-
 /// Runs on the JS thread with what the source returned (or threw).
-fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, tx: SyncSender<Answer>) {
+fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, reply: Reply<Answer>) {
     let value = match returned {
         Ok(value) => value,
         Err(thrown) => {
             let value = napi::bindgen_prelude::JsError::from(thrown).into_unknown(*env);
-            let _ = tx.try_send(Err(refusal(&value)));
+            reply.send(Err(refusal(&value)));
             return;
         }
     };
@@ -188,19 +149,19 @@ fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, tx: SyncSender<An
             match unsafe { value.cast::<PromiseRaw<'static, Unknown<'static>>>() } {
                 Ok(p) => p,
                 Err(e) => {
-                    let _ = tx.try_send(Err(GrantError::Unavailable(e.reason)));
+                    reply.send(Err(GrantError::Unavailable(e.reason)));
                     return;
                 }
             };
-        let on_reject = tx.clone();
+        let on_reject = reply.clone();
         let chained = promise
             .then(move |ctx: CallbackContext<Unknown<'static>>| {
-                let _ = tx.try_send(parse_grant(&ctx.value));
+                reply.send(parse_grant(&ctx.value));
                 Ok(())
             })
             .and_then(|p| {
                 p.catch(move |ctx: CallbackContext<Unknown<'static>>| {
-                    let _ = on_reject.try_send(Err(refusal(&ctx.value)));
+                    on_reject.send(Err(refusal(&ctx.value)));
                     Ok(())
                 })
             });
@@ -209,7 +170,7 @@ fn settle(returned: napi::Result<Unknown<'static>>, env: &Env, tx: SyncSender<An
         drop(chained);
         return;
     }
-    let _ = tx.try_send(parse_grant(&value));
+    reply.send(parse_grant(&value));
 }
 
 /// Classifies a thrown or rejected value: a `grantError` naming an answer

@@ -225,11 +225,11 @@ test('a promise that never settles is not called again on every retry', async ()
 
 test('a promise pending for 15 source timeouts is given up for a new call', async () => {
   const inner = memoryAuthority()
-  let calls = 0
+  const requestIds = []
   const kept = []
   const source = (request) => {
-    calls++
-    if (calls > 1) return inner(request)
+    requestIds.push(request.requestId)
+    if (requestIds.length > 1) return inner(request)
     const p = new Promise(() => {})
     kept.push(p)
     return p
@@ -244,7 +244,10 @@ test('a promise pending for 15 source timeouts is given up for a new call', asyn
   })
   try {
     assert.match(gen.nextId(), /^\d+$/)
-    assert.equal(calls, 2)
+    // The second call is the retry of the first request (renewals may
+    // follow it at once).
+    assert.ok(requestIds.length >= 2)
+    assert.equal(requestIds[1], requestIds[0])
   } finally {
     gen.close()
   }

@@ -2,8 +2,10 @@
 //! the allocation rule as optimistic transactions on etcd's keys.
 //!
 //! Each grant reads the store record, the namespace's layout and the
-//! worker record(s) in one read-only transaction (one revision), decides by
-//! the rule, then writes in one transaction that compares the `mod_revision`
+//! worker record(s) in one read-only transaction (one revision), checks the
+//! store's identity (below), decides by [`grantid::rule::decide`] (this
+//! file holds no rule of its own: only the keys, their records, and the
+//! transactions), then writes in one transaction that compares the `mod_revision`
 //! of every key it decided on (`create_revision == 0` for a key it creates):
 //! if any changed meanwhile the write does nothing and the grant is decided
 //! again from fresh reads, within `timeout_ms`. A first grant (no worker
@@ -40,7 +42,10 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, ResponseHeader, Txn, TxnOp,
     TxnOpResponse,
 };
-use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
+use grantid::rule::{self, Decision, Policy, Quarantine, Registered, View};
+use grantid::{
+    Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout, Workers,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::blocking::{Blocking, Work};
@@ -86,9 +91,9 @@ struct LayoutRecord {
 }
 
 impl LayoutRecord {
-    /// The fields that make the layout (not the counters).
-    fn layout(&self) -> (u8, u8, u8, u64, u64, u8) {
-        (
+    /// The record as the rule reads it.
+    fn registered(&self) -> Result<Registered, GrantError> {
+        let layout = Layout::registered(
             self.timestamp_bits,
             self.worker_bits,
             self.sequence_bits,
@@ -96,6 +101,29 @@ impl LayoutRecord {
             self.tick_ms,
             self.split_bits,
         )
+        .map_err(|e| unavailable("malformed record", format!("a namespace's layout: {e}")))?;
+        Ok(Registered {
+            layout,
+            next_unused: self.next_unused,
+            max_lead_ms: self.max_lead_ms,
+            clock_skew_ms: self.clock_skew_ms,
+        })
+    }
+
+    /// The record of what the rule registered.
+    fn of(r: &Registered) -> LayoutRecord {
+        let l = r.layout;
+        LayoutRecord {
+            timestamp_bits: l.timestamp_bits(),
+            worker_bits: l.worker_bits(),
+            sequence_bits: l.sequence_bits(),
+            epoch_ms: l.epoch_ms(),
+            tick_ms: l.tick_ms(),
+            next_unused: r.next_unused,
+            split_bits: l.split_bits(),
+            max_lead_ms: r.max_lead_ms,
+            clock_skew_ms: r.clock_skew_ms,
+        }
     }
 }
 
@@ -116,11 +144,42 @@ struct WorkerRecord {
     last: Option<LastGrant>,
 }
 
+impl WorkerRecord {
+    /// The record as the rule reads it (a worker with a key was used).
+    fn rule_record(&self) -> grantid::WorkerRecord {
+        grantid::WorkerRecord {
+            holder: self.holder,
+            lease_expiry: self.lease_expiry,
+            high_water: self.high_water,
+            fencing: self.fencing,
+            used: true,
+        }
+    }
+
+    /// The record to store for the rule's `record`, answering a retry with
+    /// `last`.
+    fn of_rule(record: &grantid::WorkerRecord, last: Option<LastGrant>) -> WorkerRecord {
+        WorkerRecord {
+            holder: record.holder,
+            lease_expiry: record.lease_expiry,
+            high_water: record.high_water,
+            fencing: record.fencing,
+            last,
+        }
+    }
+}
+
 /// A decoded key with the revision it was read at (0: absent).
 struct Read<T> {
     value: Option<T>,
     mod_revision: i64,
 }
+
+/// A worker key that was not read: absent.
+static ABSENT: Read<WorkerRecord> = Read {
+    value: None,
+    mod_revision: 0,
+};
 
 impl<T> Read<T> {
     /// The compare that holds while the key is as read.
@@ -200,10 +259,6 @@ fn snapshot(resp: &etcd_client::TxnResponse) -> Result<Snapshot, GrantError> {
         revision: header.revision(),
         gets,
     })
-}
-
-fn ticks(ms: u64, layout: &Layout) -> u64 {
-    ms.saturating_sub(layout.epoch_ms()) / layout.tick_ms()
 }
 
 /// The etcd authority. See the module docs.
@@ -414,7 +469,8 @@ impl Ctx {
             .saturating_add(self.options.clock_skew_ms)
     }
 
-    /// One decision and write of the rule (module docs).
+    /// One read, decision and write of the rule (module docs): the store's
+    /// identity is checked here; everything else is [`rule::decide`]'s.
     async fn attempt(
         &self,
         client: &mut Client,
@@ -443,31 +499,11 @@ impl Ctx {
             return Err(unavailable("malformed answer", "expected three results"));
         };
         let store: Read<StoreRecord> = read_one(store_kvs)?;
-        let wait = |why: String| {
-            Ok(Step::Answer(Err(GrantError::Unavailable(format!(
-                "namespace {:?}: {why}",
-                request.namespace
-            )))))
-        };
-
-        // State loss: nothing is granted while the store is quarantined, and
-        // a renewal loses its worker (its grants came from before the loss).
-        let gate = |why: String| match request.worker {
-            Some(w) => Ok(Step::Answer(Err(GrantError::Lost(format!(
-                "worker {w}: {why}; the grants it holds came from before it: stop issuing \
-                 from them and acquire again"
-            ))))),
-            None => wait(why),
-        };
-        // The namespace's record: its layout, and the longest lead and skew
-        // any caller used on it.
         let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
-        let (ns_lead, ns_skew) = layout
-            .value
-            .as_ref()
-            .map_or((0, 0), |n| (n.max_lead_ms, n.clock_skew_ms));
-        let ns_lead = ns_lead.max(self.options.max_lead_ms);
-        let ns_skew = ns_skew.max(self.options.clock_skew_ms);
+
+        // State loss this store shows (no record, another cluster, a
+        // revision that went back): a quarantine from now, and the rule's
+        // gate answers.
         if let Some(reason) = self.loss(&store, &snap, floor) {
             let until = now_ms.saturating_add(self.hold_ms());
             if !self
@@ -483,40 +519,26 @@ impl Ctx {
             {
                 return Ok(Step::Again);
             }
-            return gate(format!(
-                "quarantine: {reason}; no grant before Unix ms {until} ({} ms from now), when \
-                 every interval granted before it has ended",
-                until - now_ms
-            ));
-        }
-        if let Some(s) = &store.value {
-            let until = if s.quarantine_since_ms > 0 {
-                s.quarantine_until_ms.max(
-                    s.quarantine_since_ms
-                        .saturating_add(ns_lead)
-                        .saturating_add(ns_skew),
-                )
-            } else {
-                s.quarantine_until_ms
-            };
-            if now_ms < until {
-                return gate(format!(
-                    "quarantine: {}; no grant before Unix ms {until} ({} ms from now), when \
-                     every interval granted before it has ended",
-                    s.reason,
-                    until - now_ms
-                ));
-            }
+            return Ok(match rule::gate(until, &reason, now_ms, request.worker) {
+                Err(e) => Step::Answer(Err(e)),
+                Ok(()) => Step::Again,
+            });
         }
 
-        // The workers read, by number.
-        let mut workers: Vec<(u64, Read<WorkerRecord>)> = Vec::new();
+        // The view: the namespace's record, the workers read (by number),
+        // the grant recorded for this request, the store's quarantine.
+        let registered = layout
+            .value
+            .as_ref()
+            .map(LayoutRecord::registered)
+            .transpose()?;
+        let mut reads: Vec<(u32, Read<WorkerRecord>)> = Vec::new();
         for kv in worker_kvs {
             let key = String::from_utf8_lossy(kv.key());
-            let Some(n) = key.rsplit('/').next().and_then(|n| n.parse::<u64>().ok()) else {
+            let Some(n) = key.rsplit('/').next().and_then(|n| n.parse::<u32>().ok()) else {
                 continue;
             };
-            workers.push((
+            reads.push((
                 n,
                 Read {
                     value: Some(decode(kv)?),
@@ -524,242 +546,105 @@ impl Ctx {
                 },
             ));
         }
-
-        // A retry gets the recorded grant.
-        for (n, w) in &workers {
-            if let Some(rec) = &w.value
-                && let Some(last) = rec.last
+        let mut workers = Workers::default();
+        let mut answer = None;
+        for (n, r) in &reads {
+            let Some(rec) = &r.value else { continue };
+            *workers.record(*n) = rec.rule_record();
+            if let Some(last) = rec.last
                 && last.incarnation == request.incarnation
                 && last.request_id == request.request_id
             {
-                return Ok(Step::Answer(Ok(Grant {
+                answer = Some(Grant {
                     namespace: request.namespace.clone(),
-                    worker: u32::try_from(*n).map_err(|e| unavailable("malformed worker", e))?,
+                    worker: *n,
                     incarnation: request.incarnation,
                     grant_id: rec.fencing,
                     start: last.start,
                     end: last.end,
-                })));
+                });
             }
         }
-
-        // The namespace, registered with its layout on first use.
-        let asked = LayoutRecord {
-            timestamp_bits: l.timestamp_bits(),
-            worker_bits: l.worker_bits(),
-            sequence_bits: l.sequence_bits(),
-            epoch_ms: l.epoch_ms(),
-            tick_ms: l.tick_ms(),
-            next_unused: 0,
-            split_bits: l.split_bits(),
-            max_lead_ms: ns_lead,
-            clock_skew_ms: ns_skew,
+        let quarantine = store.value.as_ref().map(|s| Quarantine {
+            until_ms: s.quarantine_until_ms,
+            since_ms: s.quarantine_since_ms,
+            reason: s.reason.clone(),
+        });
+        let view = View {
+            registered: registered.as_ref(),
+            workers: &workers,
+            answer: answer.as_ref(),
+            quarantine: quarantine.as_ref(),
         };
-        let mut ns = match &layout.value {
-            Some(have) => {
-                if have.layout() != asked.layout() {
-                    return Ok(Step::Answer(Err(GrantError::Refused(format!(
-                        "namespace {:?} is registered with another layout ({}/{}/{} bits, \
-                         epoch {} ms, tick {} ms, datacenter split {} bits)",
-                        request.namespace,
-                        have.timestamp_bits,
-                        have.worker_bits,
-                        have.sequence_bits,
-                        have.epoch_ms,
-                        have.tick_ms,
-                        have.split_bits
-                    )))));
+        let policy = Policy {
+            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
+            max_lead_ms: Some(self.options.max_lead_ms),
+            clock_skew_ms: self.options.clock_skew_ms,
+        };
+
+        match rule::decide(&view, request, &policy, now_ms, l.tick_at(now_ms)) {
+            Decision::Recorded(grant) => Ok(Step::Answer(Ok(grant))),
+            Decision::Answer {
+                error,
+                quarantine: None,
+            } => Ok(Step::Answer(Err(error))),
+            Decision::Answer {
+                error,
+                quarantine: Some((until, why)),
+            } => {
+                let hold = until.saturating_sub(now_ms);
+                if !self
+                    .quarantine(client, &store, snap.cluster_id, now_ms, hold, why)
+                    .await?
+                {
+                    return Ok(Step::Again);
                 }
-                LayoutRecord {
-                    max_lead_ms: ns_lead,
-                    clock_skew_ms: ns_skew,
-                    ..have.clone()
-                }
+                Ok(Step::Answer(Err(error)))
             }
-            None => asked,
-        };
-        // The lead and skew are raised before this caller's grant can exist.
-        let raised = layout
-            .value
-            .as_ref()
-            .is_some_and(|have| (have.max_lead_ms, have.clock_skew_ms) != (ns_lead, ns_skew));
-        let now = ticks(now_ms, &l);
-        let count = 1u64 << l.worker_bits();
-        let limit = l.timestamp_limit();
-
-        let (worker, current) = match request.worker {
-            Some(w) => {
-                let w = u64::from(w);
-                if w >= count {
-                    return Ok(Step::Answer(Err(GrantError::Refused(format!(
-                        "namespace {:?}: worker {w} is outside the namespace's {count} workers",
-                        request.namespace
-                    )))));
-                }
-                let current = workers.pop().map_or(
-                    Read {
-                        value: None,
-                        mod_revision: 0,
-                    },
-                    |(_, r)| r,
+            Decision::Grant {
+                grant,
+                record,
+                namespace,
+                namespace_changed,
+            } => {
+                let wkey = worker_key(&prefix, u64::from(grant.worker));
+                let current = reads
+                    .iter()
+                    .find(|(n, _)| *n == grant.worker)
+                    .map_or(&ABSENT, |(_, r)| r);
+                let next = WorkerRecord::of_rule(
+                    &record,
+                    Some(LastGrant {
+                        incarnation: request.incarnation,
+                        request_id: request.request_id,
+                        start: grant.start,
+                        end: grant.end,
+                    }),
                 );
-                if let Some(rec) = &current.value
-                    && let Some(h) = rec.holder
-                    && h != request.incarnation
-                    && rec.lease_expiry > now
-                {
-                    return Ok(Step::Answer(Err(GrantError::Lost(format!(
-                        "namespace {:?}: worker {w} is held by incarnation {h} until tick {}",
-                        request.namespace, rec.lease_expiry
-                    )))));
+                let mut compares = vec![store.unchanged(STORE_KEY), current.unchanged(&wkey)];
+                let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
+                // First grants of a namespace are serialised on its record.
+                if request.worker.is_none() || namespace_changed {
+                    compares.push(layout.unchanged(&layout_key));
+                    puts.push(TxnOp::put(
+                        layout_key.as_str(),
+                        encode(&LayoutRecord::of(&namespace)),
+                        None,
+                    ));
                 }
-                let high_water = current.value.as_ref().map_or(0, |r| r.high_water);
-                // Fits: `w` is below 2^worker_bits, at most 2^32.
-                if let Some(why) =
-                    grantid::forgotten_grant(w as u32, request.not_before, high_water)
-                {
-                    let evidence_ms = l.unix_ms_of(request.not_before.min(limit));
-                    let hold = evidence_ms.saturating_sub(now_ms).max(ns_lead) + ns_skew;
-                    if !self
-                        .quarantine(client, &store, snap.cluster_id, now_ms, hold, why.clone())
-                        .await?
-                    {
-                        return Ok(Step::Again);
-                    }
-                    return Ok(Step::Answer(Err(GrantError::Lost(format!(
-                        "namespace {:?}: {why}",
-                        request.namespace
-                    )))));
+                let resp = client
+                    .txn(Txn::new().when(compares).and_then(puts))
+                    .await
+                    .map_err(|e| unavailable("cannot write the grant", e))?;
+                if let Some(h) = resp.header() {
+                    self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
                 }
-                (w, current)
+                if !resp.succeeded() {
+                    return Ok(Step::Again);
+                }
+                Ok(Step::Answer(Ok(grant)))
             }
-            None => {
-                // Never-used workers first.
-                let mut chosen = None;
-                while chosen.is_none() && ns.next_unused < count {
-                    let cand = ns.next_unused;
-                    ns.next_unused += 1;
-                    if !workers.iter().any(|(n, _)| *n == cand) {
-                        chosen = Some(cand);
-                    }
-                }
-                match chosen {
-                    Some(w) => (
-                        w,
-                        Read {
-                            value: None,
-                            mod_revision: 0,
-                        },
-                    ),
-                    None => {
-                        // Then the one rule of docs/AUTHORITIES.md ("Which
-                        // worker"): usable now first, else the nearest
-                        // high-water; released before expired; the longest
-                        // released or expired; the lowest number.
-                        let best = workers
-                            .iter()
-                            .enumerate()
-                            .filter_map(|(i, (n, r))| {
-                                let rec = r.value.as_ref()?;
-                                let free = rec.holder.is_none() || rec.lease_expiry <= now;
-                                (*n < count && free).then(|| {
-                                    let ahead = rec.high_water > now;
-                                    let key = (
-                                        ahead,
-                                        if ahead { rec.high_water } else { 0 },
-                                        rec.holder.is_some(),
-                                        rec.lease_expiry,
-                                        *n,
-                                    );
-                                    (key, i)
-                                })
-                            })
-                            .min();
-                        let Some((key, i)) = best else {
-                            return Ok(Step::Answer(Err(GrantError::Lost(format!(
-                                "namespace {:?}: no free worker among the namespace's {count} \
-                                 workers",
-                                request.namespace
-                            )))));
-                        };
-                        // A first grant starts at most 100 ms ahead of the
-                        // clock (the generator's default max_wait).
-                        let hw = key.1;
-                        if hw > now + 100u64.div_ceil(l.tick_ms()) {
-                            return wait(format!(
-                                "every free worker's high-water is ahead of the clock: the \
-                                 nearest, worker {}, by {} ticks; a first grant waits for it",
-                                key.4,
-                                hw - now
-                            ));
-                        }
-                        let (n, r) = workers.swap_remove(i);
-                        (n, r)
-                    }
-                }
-            }
-        };
-
-        // The grant: after every interval ever granted for the worker.
-        let rec = current.value.clone().unwrap_or_default();
-        let start = rec.high_water.max(now).max(request.not_before.min(limit));
-        let mut end = start
-            .saturating_add(request.duration.clamp(1, limit))
-            .min(limit);
-        if start >= end {
-            return Ok(Step::Answer(Err(GrantError::Lost(format!(
-                "namespace {:?}: worker {worker} has no timestamp space left (high-water {})",
-                request.namespace, rec.high_water
-            )))));
         }
-        // The bounded lead: no grant ends more than max_lead after the clock.
-        end = end.min(now.saturating_add(self.options.max_lead_ms / l.tick_ms()));
-        if start >= end {
-            return wait(format!(
-                "worker {worker}: a grant from tick {start} would end more than max_lead ({} \
-                 ms) after the clock",
-                self.options.max_lead_ms
-            ));
-        }
-        let grace = self.options.lease_grace_ms.div_ceil(l.tick_ms());
-        let fencing = rec.fencing + 1;
-        let next = WorkerRecord {
-            holder: Some(request.incarnation),
-            lease_expiry: end.saturating_add(grace),
-            high_water: end,
-            fencing,
-            last: Some(LastGrant {
-                incarnation: request.incarnation,
-                request_id: request.request_id,
-                start,
-                end,
-            }),
-        };
-        let wkey = worker_key(&prefix, worker);
-        let mut compares = vec![store.unchanged(STORE_KEY), current.unchanged(&wkey)];
-        let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
-        if request.worker.is_none() || layout.value.is_none() || raised {
-            compares.push(layout.unchanged(&layout_key));
-            puts.push(TxnOp::put(layout_key.as_str(), encode(&ns), None));
-        }
-        let resp = client
-            .txn(Txn::new().when(compares).and_then(puts))
-            .await
-            .map_err(|e| unavailable("cannot write the grant", e))?;
-        if let Some(h) = resp.header() {
-            self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
-        }
-        if !resp.succeeded() {
-            return Ok(Step::Again);
-        }
-        Ok(Step::Answer(Ok(Grant {
-            namespace: request.namespace.clone(),
-            worker: u32::try_from(worker).map_err(|e| unavailable("malformed worker", e))?,
-            incarnation: request.incarnation,
-            grant_id: fencing,
-            start,
-            end,
-        })))
     }
 
     /// Reads the store record (with the cluster id and revision).
@@ -823,15 +708,14 @@ impl GrantSource for EtcdAuthority {
                     };
                     let current: Read<WorkerRecord> = read_one(w)?;
                     let layout: Read<LayoutRecord> = read_one(lay)?;
-                    let (Some(mut rec), Some(lay)) = (current.value.clone(), layout.value) else {
+                    let (Some(rec), Some(lay)) = (&current.value, layout.value) else {
                         return Ok(());
                     };
-                    if rec.holder != Some(incarnation) {
-                        return Ok(());
-                    }
                     let now = now_ms.saturating_sub(lay.epoch_ms) / lay.tick_ms.max(1);
-                    rec.holder = None;
-                    rec.lease_expiry = rec.lease_expiry.min(now);
+                    let Some(released) = rule::release(&rec.rule_record(), incarnation, now) else {
+                        return Ok(());
+                    };
+                    let rec = WorkerRecord::of_rule(&released, rec.last);
                     let resp = c
                         .txn(
                             Txn::new()

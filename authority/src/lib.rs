@@ -23,7 +23,7 @@
 //! | `grpc://HOST:PORT` | a grantid server's GrantService (`GrpcAuthority`, feature `grpc`) | a fleet, through a few servers (docs/SERVICE.md) |
 //!
 //! Every backend applies the one allocation rule of docs/DESIGN.md section 2
-//! (the rule [`grantid::Allocator`] states in Rust):
+//! (the rule [`grantid::rule::decide`] states in Rust):
 //!
 //! * a worker lease (holder incarnation + expiry = grant end + lease grace)
 //!   for liveness, and per (namespace, worker) a durable high-water mark;

@@ -223,27 +223,15 @@ fn new_id(now_ms: u64) -> u64 {
     getrandom::u64().unwrap_or_else(|_| now_ms ^ u64::from(std::process::id())) | 1
 }
 
-/// No grant while `mark` is quarantined at `now_ms`: a first grant waits
-/// (`Unavailable`); a renewal is `Lost`, because the grants it holds came
-/// from before what started the quarantine.
+/// No grant while `mark` is quarantined at `now_ms`: the rule's gate
+/// ([`grantid::rule::gate`]).
 pub(crate) fn gate(mark: &StoreMark, now_ms: u64, renewal: Option<u32>) -> Result<(), GrantError> {
-    if now_ms >= mark.quarantine_until_ms {
-        return Ok(());
-    }
-    let why = format!(
-        "quarantine: {}; no grant before Unix ms {} ({} ms from now), when every interval \
-         granted before it has ended",
-        mark.reason.as_deref().unwrap_or("state loss"),
+    grantid::rule::gate(
         mark.quarantine_until_ms,
-        mark.quarantine_until_ms - now_ms
-    );
-    Err(match renewal {
-        Some(w) => GrantError::Lost(format!(
-            "worker {w}: {why}; the grants it holds came from before it: stop issuing from them \
-             and acquire again"
-        )),
-        None => GrantError::Unavailable(why),
-    })
+        mark.reason.as_deref().unwrap_or("state loss"),
+        now_ms,
+        renewal,
+    )
 }
 
 /// Starts (or extends) a quarantine at `now_ms` for `reason`: until

@@ -81,6 +81,7 @@ mod layout;
 mod lease;
 mod memory;
 mod public;
+pub mod rule;
 mod state;
 mod stats;
 mod sync;
@@ -97,10 +98,8 @@ pub use grant::{
     check_namespace, source_fn,
 };
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
-pub use memory::{
-    Allocator, FIRST_GRANT_LEAD_MS, MemoryAuthority, NamespaceRecord, WorkerRecord, Workers,
-    forgotten_grant,
-};
+pub use memory::{Allocator, MemoryAuthority, NamespaceRecord};
 pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
+pub use rule::{FIRST_GRANT_LEAD_MS, WorkerRecord, Workers, forgotten_grant};
 pub use state::{ForkPolicy, LeaseLostEvent};
 pub use stats::Stats;

@@ -1,13 +1,13 @@
-//! The allocation rule in Rust, and an in-memory authority built on it.
+//! The allocation rule over plain state, and an in-memory authority built on
+//! it.
 //!
-//! [`Allocator`] is the rule every reference authority implements
-//! (docs/DESIGN.md section 2): a worker lease (holder incarnation + expiry) for
-//! liveness, a high-water mark per worker for safety, `start = max(high_water,
-//! now, not_before)`, `end = start + duration` capped at the timestamp field,
-//! high-water moved to `end` before answering, and a retry of the same
-//! (incarnation, request_id) answered with the recorded grant. The file
-//! authority persists this state; PostgreSQL and Redis implement the same rule
-//! in SQL and Lua.
+//! [`Allocator`] keeps what the rule ([`crate::rule::decide`], docs/DESIGN.md
+//! section 2) decides over: the namespaces with their worker records (a
+//! worker lease, holder incarnation + expiry, for liveness; a high-water
+//! mark per worker for safety), the answers recorded for retries, and a log
+//! of the grants made. The file authority persists this state; PostgreSQL,
+//! MySQL and Redis implement the same rule in SQL and Lua, and etcd calls
+//! [`crate::rule::decide`] over the keys it reads.
 //!
 //! [`MemoryAuthority`] keeps it in memory: for tests, examples, and
 //! single-process programs that restart rarely (a restart forgets the
@@ -20,92 +20,7 @@ use std::sync::{Arc, Mutex};
 use crate::clock::Clock;
 use crate::grant::{Grant, GrantError, GrantRequest, GrantSource};
 use crate::layout::Layout;
-
-/// One worker's record.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerRecord {
-    /// The incarnation holding the worker's lease, if any.
-    pub holder: Option<u64>,
-    /// The tick at which the lease expires.
-    pub lease_expiry: u64,
-    /// End of every interval ever granted for the worker (ticks).
-    pub high_water: u64,
-    /// Increases with every grant of the worker: a fencing token.
-    pub fencing: u64,
-    /// True once the worker was ever held (free workers are preferred).
-    pub used: bool,
-}
-
-/// The record of a worker never used.
-static UNUSED: WorkerRecord = WorkerRecord {
-    holder: None,
-    lease_expiry: 0,
-    high_water: 0,
-    fencing: 0,
-    used: false,
-};
-
-/// The workers of one namespace, kept sparsely: only those ever used have
-/// a record, so a layout with 2^32 workers costs memory per worker used,
-/// not per worker possible. Indexing a worker never used gives an empty
-/// record.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Workers {
-    map: std::collections::BTreeMap<u32, WorkerRecord>,
-}
-
-impl Workers {
-    /// The record of `worker`, if it was ever used.
-    pub fn get(&self, worker: u32) -> Option<&WorkerRecord> {
-        self.map.get(&worker)
-    }
-
-    /// The record of `worker`, made empty if it was never used.
-    pub fn record(&mut self, worker: u32) -> &mut WorkerRecord {
-        self.map.entry(worker).or_default()
-    }
-
-    /// The workers with a record, in worker order.
-    pub fn iter(&self) -> impl Iterator<Item = (u32, &WorkerRecord)> {
-        self.map.iter().map(|(w, r)| (*w, r))
-    }
-
-    /// How many workers have a record.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// True when no worker has a record.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-
-    /// The lowest worker below `count` that was never used.
-    fn first_unused(&self, count: u64) -> Option<u32> {
-        let mut next: u64 = 0;
-        for (w, r) in &self.map {
-            if u64::from(*w) > next {
-                break;
-            }
-            if r.used {
-                next = u64::from(*w) + 1;
-            } else {
-                break;
-            }
-        }
-        (next < count).then_some(next as u32)
-    }
-}
-
-impl std::ops::Index<usize> for Workers {
-    type Output = WorkerRecord;
-    fn index(&self, worker: usize) -> &WorkerRecord {
-        u32::try_from(worker)
-            .ok()
-            .and_then(|w| self.map.get(&w))
-            .unwrap_or(&UNUSED)
-    }
-}
+use crate::rule::{self, Decision, Policy, Registered, View, Workers};
 
 /// The state of one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,33 +29,6 @@ pub struct NamespaceRecord {
     pub layout: Layout,
     /// The workers ever used.
     pub workers: Workers,
-}
-
-/// How far ahead of authority time a first grant (no worker asked for) may
-/// start, in ms: the generator waits out that much at `next_id` (its
-/// default `max_wait`, [`crate::DEFAULT_MAX_WAIT`]). A first grant that
-/// would start later (every free worker's high-water is further ahead) is
-/// not made: the answer is `Unavailable`, and the generator's start-up
-/// retries until the clock has caught up, instead of starting with a grant
-/// that fails every call with `NotYetValid`.
-pub const FIRST_GRANT_LEAD_MS: u64 = 100;
-
-/// The forgotten-grant check, on every engine (docs/AUTHORITIES.md,
-/// "State loss"): a renewal's `not_before` is the end of the grants its
-/// holder holds, which is the worker's high-water in a store that forgot
-/// nothing. Beyond the store's high-water, it proves that the store lost a
-/// grant it made (restored from a backup or a snapshot that its identity
-/// checks cannot tell apart). `Some(why)` then: the answer is `Lost`, and
-/// a store that keeps a quarantine starts one until the holder's grants
-/// have ended (`not_before`, plus the clock-skew allowance).
-pub fn forgotten_grant(worker: u32, not_before: u64, high_water: u64) -> Option<String> {
-    (not_before > high_water).then(|| {
-        format!(
-            "worker {worker}: its holder holds grants until tick {not_before}, beyond the store's \
-             high-water (tick {high_water}): the store forgot a grant it made (restored from a \
-             backup or a snapshot?); stop issuing from them and acquire again"
-        )
-    })
 }
 
 /// The allocation rule over plain state.
@@ -181,10 +69,8 @@ impl Allocator {
             request.incarnation,
             request.request_id,
         );
-        if let Some(g) = self.answers.get(&key) {
-            return Ok(g.clone());
-        }
-        if self.answers.len() >= 1024 {
+        let answer = self.answers.get(&key).cloned();
+        if answer.is_none() && self.answers.len() >= 1024 {
             // Only this namespace's answers are measured against `now`: the
             // ticks of another namespace count in another layout.
             let grace = self.lease_grace;
@@ -192,98 +78,44 @@ impl Allocator {
                 *ns != request.namespace || g.end.saturating_add(grace) > now
             });
         }
-        // A store registers the encoding; a datacenter split is only a
-        // reading of the worker field (docs/AUTHORITIES.md, "Regions").
-        let layout = request.layout.without_datacenter_bits();
+        let ns = self.namespaces.get(&request.namespace);
+        let registered = ns.map(|ns| Registered {
+            layout: ns.layout,
+            next_unused: 0,
+            max_lead_ms: 0,
+            clock_skew_ms: 0,
+        });
+        let empty = Workers::default();
+        let view = View {
+            registered: registered.as_ref(),
+            workers: ns.map_or(&empty, |ns| &ns.workers),
+            answer: answer.as_ref(),
+            quarantine: None,
+        };
+        let policy = Policy {
+            lease_grace: self.lease_grace,
+            max_lead_ms: self.max_lead_ms,
+            clock_skew_ms: 0,
+        };
+        let now_ms = request.layout.unix_ms_of(now);
+        let decision = rule::decide(&view, request, &policy, now_ms, now);
+        let Decision::Grant {
+            grant,
+            record,
+            namespace,
+            ..
+        } = decision
+        else {
+            return decision.answer();
+        };
         let ns = self
             .namespaces
             .entry(request.namespace.clone())
             .or_insert_with(|| NamespaceRecord {
-                layout,
+                layout: namespace.layout,
                 workers: Workers::default(),
             });
-        if ns.layout != layout {
-            return Err(GrantError::Refused(format!(
-                "namespace {:?} is registered with another layout ({:?})",
-                request.namespace, ns.layout
-            )));
-        }
-        let count = layout.worker_count();
-        let index = match request.worker {
-            Some(w) => {
-                if u64::from(w) >= count {
-                    return Err(GrantError::Refused(format!(
-                        "worker {w} is outside the namespace's {count} workers"
-                    )));
-                }
-                let rec = &ns.workers[w as usize];
-                match rec.holder {
-                    Some(h) if h != request.incarnation && rec.lease_expiry > now => {
-                        return Err(GrantError::Lost(format!(
-                            "worker {w} is held by incarnation {h:#x} until tick {}",
-                            rec.lease_expiry
-                        )));
-                    }
-                    _ => {}
-                }
-                if let Some(why) = forgotten_grant(w, request.not_before, rec.high_water) {
-                    return Err(GrantError::Lost(why));
-                }
-                w
-            }
-            None => {
-                let w = pick_worker(&ns.workers, count, now).ok_or_else(|| {
-                    GrantError::Lost(format!(
-                        "no free worker among the namespace's {count} workers"
-                    ))
-                })?;
-                let lead = FIRST_GRANT_LEAD_MS.div_ceil(layout.tick_ms());
-                let high_water = ns.workers[w as usize].high_water;
-                if high_water > now.saturating_add(lead) {
-                    return Err(GrantError::Unavailable(format!(
-                        "every free worker's high-water is ahead of the authority's clock: \
-                         the nearest, worker {w}, by {} ticks; a first grant waits for it",
-                        high_water - now
-                    )));
-                }
-                w
-            }
-        };
-        let rec = ns.workers.record(index);
-        let start = rec.high_water.max(now).max(request.not_before);
-        let end = start
-            .saturating_add(request.duration)
-            .min(layout.timestamp_limit());
-        if start >= end {
-            return Err(GrantError::Lost(format!(
-                "worker {index} has no timestamp space left (high-water {})",
-                rec.high_water
-            )));
-        }
-        let end = match self.max_lead_ms {
-            Some(lead_ms) => end.min(now.saturating_add(lead_ms / layout.tick_ms())),
-            None => end,
-        };
-        if start >= end {
-            return Err(GrantError::Unavailable(format!(
-                "worker {index}: a grant from tick {start} would end more than max_lead ({} ms) \
-                 after the clock",
-                self.max_lead_ms.unwrap_or_default()
-            )));
-        }
-        rec.high_water = end;
-        rec.holder = Some(request.incarnation);
-        rec.lease_expiry = end.saturating_add(self.lease_grace);
-        rec.fencing += 1;
-        rec.used = true;
-        let grant = Grant {
-            namespace: request.namespace.clone(),
-            worker: index,
-            incarnation: request.incarnation,
-            grant_id: rec.fencing,
-            start,
-            end,
-        };
+        *ns.workers.record(grant.worker) = record;
         self.answers.insert(key, grant.clone());
         while self.log.len() >= self.log_capacity.max(1) {
             self.log.pop_front();
@@ -296,42 +128,12 @@ impl Allocator {
     /// high-water mark stays.
     pub fn release(&mut self, last: &Grant, now: u64) {
         if let Some(ns) = self.namespaces.get_mut(&last.namespace)
-            && let Some(rec) = ns.workers.map.get_mut(&last.worker)
-            && rec.holder == Some(last.incarnation)
+            && let Some(rec) = ns.workers.get_mut(last.worker)
+            && let Some(released) = rule::release(rec, last.incarnation, now)
         {
-            rec.holder = None;
-            rec.lease_expiry = now;
+            *rec = released;
         }
     }
-}
-
-/// Picks a worker for a first grant, by the one rule every authority
-/// follows (docs/AUTHORITIES.md, "Which worker"): among workers nobody
-/// holds (or whose lease expired), first those usable now (high-water not
-/// after `now`), else the one whose high-water is nearest; then never-used
-/// before released before expired; then the longest released or expired
-/// (so a crash-looping process reuses the same few workers instead of
-/// walking through the worker space); then the lowest number.
-fn pick_worker(workers: &Workers, count: u64, now: u64) -> Option<u32> {
-    let unused = workers.first_unused(count);
-    if unused.is_some() {
-        return unused;
-    }
-    workers
-        .iter()
-        .filter(|(w, r)| u64::from(*w) < count && (r.holder.is_none() || r.lease_expiry <= now))
-        .min_by_key(|(w, r)| {
-            let waits = r.high_water > now;
-            (
-                waits,
-                waits.then_some(r.high_water),
-                r.used,
-                r.holder.is_some(),
-                r.lease_expiry,
-                *w,
-            )
-        })
-        .map(|(w, _)| w)
 }
 
 /// An authority in process memory. Thread-safe; cheap to clone (shared).
@@ -414,7 +216,7 @@ impl MemoryAuthority {
         if let Some(rec) = state
             .namespaces
             .get_mut(namespace)
-            .and_then(|ns| ns.workers.map.get_mut(&worker))
+            .and_then(|ns| ns.workers.get_mut(worker))
         {
             rec.holder = Some(thief);
             rec.lease_expiry = until;

@@ -85,6 +85,8 @@ pub mod protocol;
 #[cfg(any(feature = "file", feature = "static"))]
 mod sidecar;
 mod status;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod tls;
 mod url;
 
 #[cfg(feature = "etcd")]

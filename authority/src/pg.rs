@@ -15,13 +15,18 @@
 //! default of `off` would let an acknowledged grant vanish in a crash), and
 //! refuses a server running with `fsync = off`. The schema is applied when
 //! missing or older, under an advisory lock.
+//!
+//! TLS is rustls (authority/src/tls.rs), with libpq's `sslmode`,
+//! `sslrootcert`, `sslcert` and `sslkey`; the default `prefer` encrypts when
+//! the server offers TLS.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
+use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::Blocking;
@@ -52,6 +57,7 @@ impl Drop for Conn {
 /// The PostgreSQL authority. See the module docs.
 pub struct PgAuthority {
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
     conn: Blocking<Conn>,
@@ -101,7 +107,8 @@ impl PgAuthority {
     /// Parses a `postgres://` URL (without grantid's options). Does not
     /// connect.
     pub fn new(url: &str, options: Options) -> Result<PgAuthority, Error> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+        let (driver_url, tls) = crate::tls::postgres(url)?;
+        let mut config: tokio_postgres::Config = driver_url.parse().map_err(|e| {
             Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
@@ -113,6 +120,7 @@ impl PgAuthority {
         })?;
         let ms = options.timeout.as_millis();
         config
+            .ssl_mode(tls.mode)
             .connect_timeout(options.timeout)
             .tcp_user_timeout(options.timeout)
             .keepalives(true)
@@ -130,6 +138,7 @@ impl PgAuthority {
         }
         Ok(PgAuthority {
             config,
+            tls: MakeRustlsConnect::new(tls.config),
             options,
             clock: None,
             conn: Blocking::new("postgres"),
@@ -143,20 +152,21 @@ impl PgAuthority {
         self
     }
 
+    /// Connects; the socket's task runs on the bridge's runtime.
     async fn connect(
         config: &tokio_postgres::Config,
-    ) -> Result<
-        (
-            Client,
-            tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
-        ),
-        GrantError,
-    > {
+        tls: MakeRustlsConnect,
+    ) -> Result<Conn, GrantError> {
         let (client, connection) = config
-            .connect(NoTls)
+            .connect(tls)
             .await
             .map_err(|e| unavailable("cannot connect", describe(&e)))?;
-        Ok((client, connection))
+        Ok(Conn {
+            client: Arc::new(client),
+            task: tokio::spawn(async move {
+                let _ = connection.await;
+            }),
+        })
     }
 
     async fn prepare(client: &Client) -> Result<(), GrantError> {
@@ -194,6 +204,7 @@ impl PgAuthority {
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
     {
         let config = &self.config;
+        let tls = self.tls.clone();
         self.conn.call(
             self.options.timeout,
             what,
@@ -204,13 +215,7 @@ impl PgAuthority {
                 let conn = match slot {
                     Some(c) => c,
                     None => {
-                        let (client, connection) = Self::connect(config).await?;
-                        let conn = Conn {
-                            client: Arc::new(client),
-                            task: tokio::spawn(async move {
-                                let _ = connection.await;
-                            }),
-                        };
+                        let conn = Self::connect(config, tls).await?;
                         // A connection whose schema could not be prepared
                         // is dropped (its task aborted) here.
                         Self::prepare(&conn.client).await?;

@@ -5,6 +5,11 @@
 //! and `appendfsync always` an acknowledged grant survives a server crash;
 //! with anything less, or after a failover to an asynchronous replica, an
 //! acknowledged grant can be forgotten and its interval granted again.
+//!
+//! `rediss://` is TLS through rustls (authority/src/tls.rs): the server's
+//! certificate is checked against the system's roots, or `tls_ca`'s; a
+//! client certificate comes from `tls_cert` and `tls_key`; redis-rs's
+//! `#insecure` turns every check off, and is logged at warn.
 
 use std::sync::Arc;
 
@@ -31,8 +36,13 @@ pub struct RedisAuthority {
 
 impl std::fmt::Debug for RedisAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The address without its TLS parameters (certificates, a key).
+        let addr = match &self.client.get_connection_info().addr {
+            redis::ConnectionAddr::TcpTls { host, port, .. } => format!("rediss://{host}:{port}"),
+            other => other.to_string(),
+        };
         f.debug_struct("RedisAuthority")
-            .field("addr", &self.client.get_connection_info().addr)
+            .field("addr", &addr)
             .finish_non_exhaustive()
     }
 }
@@ -45,12 +55,33 @@ impl RedisAuthority {
     /// Parses a `redis://` URL (without grantid's options). Does not
     /// connect.
     pub fn new(url: &str, options: Options) -> Result<RedisAuthority, Error> {
-        let client = Client::open(url).map_err(|e| {
+        let invalid = |e: &dyn std::fmt::Display| {
             Error::new(
                 ErrorKind::InvalidArgument,
                 format!("authority URL {:?}: {e}", crate::url::redact(url)),
             )
-        })?;
+        };
+        let (driver_url, files) = take_tls_options(url);
+        let client = if url.starts_with("rediss:") {
+            crate::tls::install_default_provider();
+            if driver_url.ends_with("#insecure") {
+                if files.ca.is_some() {
+                    return Err(invalid(
+                        &"tls_ca with #insecure: #insecure checks no certificate; drop one",
+                    ));
+                }
+                log::warn!(
+                    "{}: #insecure: the server's certificate is not checked (any server, or \
+                     anyone in between, can answer as this Redis)",
+                    crate::url::redact(url)
+                );
+            }
+            let certificates = files.load(url)?;
+            Client::build_with_tls(driver_url.as_str(), certificates)
+        } else {
+            Client::open(driver_url.as_str())
+        }
+        .map_err(|e| invalid(&e))?;
         Ok(RedisAuthority {
             client,
             options,
@@ -116,6 +147,92 @@ impl RedisAuthority {
             invocation.arg(arg);
         }
         invocation
+    }
+}
+
+/// The PEM files named by `tls_ca`, `tls_cert` and `tls_key`.
+struct TlsFiles {
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+}
+
+/// Takes grantid's TLS options ([`crate::url::REDIS_TLS_OPTIONS`]) out of a
+/// `rediss://` URL: the URL for redis-rs, and the files.
+fn take_tls_options(url: &str) -> (String, TlsFiles) {
+    let (body, fragment) = match url.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (url, None),
+    };
+    let (base, query) = body.split_once('?').unwrap_or((body, ""));
+    let mut files = TlsFiles {
+        ca: None,
+        cert: None,
+        key: None,
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = Some(crate::tls::decoded(v));
+        match k {
+            "tls_ca" => files.ca = v,
+            "tls_cert" => files.cert = v,
+            "tls_key" => files.key = v,
+            _ => kept.push(pair),
+        }
+    }
+    let mut out = base.to_owned();
+    if !kept.is_empty() {
+        out.push('?');
+        out.push_str(&kept.join("&"));
+    }
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    (out, files)
+}
+
+impl TlsFiles {
+    /// The files' PEM text for redis-rs, each parsed first so that a bad
+    /// file is refused here, by name (the key's path is never printed).
+    fn load(&self, url: &str) -> Result<redis::TlsCertificates, Error> {
+        use crate::tls;
+        let invalid = |why: &str| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("authority URL {:?}: {why}", crate::url::redact(url)),
+            )
+        };
+        let root_cert = match self.ca.as_deref() {
+            Some("") => return Err(invalid("tls_ca= needs the path of a PEM file")),
+            Some(path) => {
+                tls::roots_from_file(url, "tls_ca", path)?;
+                Some(tls::read_pem(url, "tls_ca", path, false)?)
+            }
+            None => None,
+        };
+        let client_tls = match (self.cert.as_deref(), self.key.as_deref()) {
+            (Some(cert), Some(key)) if !cert.is_empty() && !key.is_empty() => {
+                tls::certificates(url, "tls_cert", cert)?;
+                tls::private_key(url, "tls_key", key)?;
+                Some(redis::ClientTlsConfig {
+                    client_cert: tls::read_pem(url, "tls_cert", cert, false)?,
+                    client_key: tls::read_pem(url, "tls_key", key, true)?,
+                })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(invalid(
+                    "tls_cert and tls_key go together: the paths of the client certificate \
+                     and of its private key",
+                ));
+            }
+        };
+        Ok(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        })
     }
 }
 

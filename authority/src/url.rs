@@ -43,6 +43,10 @@ const GRANTID_OPTIONS: &[&str] = &[
 /// `user`, `pass` for `redis+unix:`); any other key is refused.
 const REDIS_DRIVER_OPTIONS: &[&str] = &["protocol", "db", "user", "pass"];
 
+/// grantid's TLS options of `rediss://` (PEM files: the CA, the client
+/// certificate and its key), read by authority/src/redis_backend.rs.
+pub(crate) const REDIS_TLS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key"];
+
 /// The backend named by a URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -150,7 +154,8 @@ fn invalid(url: &str, why: impl std::fmt::Display) -> Error {
 
 /// `url` with its secrets masked, for messages and logs: the password of
 /// the user information (`postgres://app:***@host/db`) and the values of
-/// `password=` / `pass=` query options.
+/// `password=` / `pass=` query options and of the private keys' paths
+/// (`sslkey=`, `tls_key=`, and `sslpassword=`, which is refused).
 pub fn redact(url: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -185,7 +190,14 @@ pub fn redact(url: &str) -> String {
         let pairs: Vec<String> = q
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if matches!(k, "password" | "pass") => format!("{k}=***"),
+                Some((k, _))
+                    if matches!(
+                        k,
+                        "password" | "pass" | "sslpassword" | "sslkey" | "tls_key"
+                    ) =>
+                {
+                    format!("{k}=***")
+                }
                 _ => pair.to_owned(),
             })
             .collect();
@@ -326,25 +338,57 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             Target::Postgres(kept)
         }
         "redis" | "rediss" => {
-            let kept = strip_options(url, scheme, &mut options)?;
+            // redis-rs's one fragment, `#insecure`, ends the URL (after the
+            // query).
+            let (body, fragment) = match url.split_once('#') {
+                Some((b, f)) => (b, Some(f)),
+                None => (url, None),
+            };
+            match fragment {
+                None => {}
+                Some("insecure") if scheme == "rediss" => {}
+                Some("insecure") => {
+                    return Err(invalid(url, "#insecure applies to rediss:// only"));
+                }
+                Some(f) => {
+                    return Err(invalid(
+                        url,
+                        format!("unknown fragment #{f} (rediss:// takes #insecure only)"),
+                    ));
+                }
+            }
+            let kept = strip_options(body, scheme, &mut options)?;
             // The driver ignores query keys it does not know: a misspelled
             // option (timeout_msec=) would be dropped silently.
             if let Some((_, q)) = kept.split_once('?') {
                 for pair in q.split('&').filter(|p| !p.is_empty()) {
                     let k = pair.split_once('=').map_or(pair, |(k, _)| k);
+                    if REDIS_TLS_OPTIONS.contains(&k) {
+                        if scheme != "rediss" {
+                            return Err(invalid(
+                                url,
+                                format!("{k} applies to rediss:// only (TLS)"),
+                            ));
+                        }
+                        continue;
+                    }
                     if !REDIS_DRIVER_OPTIONS.contains(&k) {
                         return Err(invalid(
                             url,
                             format!(
-                                "unknown option {k:?} (grantid: {}; the Redis driver: {})",
+                                "unknown option {k:?} (grantid: {}, {}; the Redis driver: {})",
                                 GRANTID_OPTIONS.join(", "),
+                                REDIS_TLS_OPTIONS.join(", "),
                                 REDIS_DRIVER_OPTIONS.join(", ")
                             ),
                         ));
                     }
                 }
             }
-            Target::Redis(kept)
+            match fragment {
+                Some(f) => Target::Redis(format!("{kept}#{f}")),
+                None => Target::Redis(kept),
+            }
         }
         "mysql" | "mariadb" => {
             let kept = strip_options(url, scheme, &mut options)?;
@@ -533,6 +577,12 @@ mod tests {
             parse("redis://h:1/0").unwrap().target,
             Target::Redis("redis://h:1/0".into())
         );
+        let r = parse("rediss://h:1/0?timeout_ms=9&tls_ca=/ca.pem#insecure").unwrap();
+        assert_eq!(
+            r.target,
+            Target::Redis("rediss://h:1/0?tls_ca=/ca.pem#insecure".into())
+        );
+        assert_eq!(r.options.timeout, Duration::from_millis(9));
     }
 
     #[test]
@@ -589,6 +639,14 @@ mod tests {
             "postgres://app:***@db:5432/x?sslmode=disable&password=***"
         );
         assert_eq!(redact("redis://:pw@h/0"), "redis://:***@h/0");
+        assert_eq!(
+            redact("postgres://h/x?sslcert=/c.pem&sslkey=/k.pem&sslpassword=p"),
+            "postgres://h/x?sslcert=/c.pem&sslkey=***&sslpassword=***"
+        );
+        assert_eq!(
+            redact("rediss://:pw@h/0?tls_ca=/ca.pem&tls_key=/k.pem"),
+            "rediss://:***@h/0?tls_ca=/ca.pem&tls_key=***"
+        );
         assert_eq!(redact("redis://h/0"), "redis://h/0");
         let e = parse("postgres://app:s3cret@h/db?bogus&timeout_ms=x").unwrap_err();
         assert!(!e.message().contains("s3cret"), "{e}");
@@ -660,6 +718,15 @@ mod tests {
             ("file://var/lib/x.json", "names the host \"var\""),
             ("file:/a%00b", "NUL"),
             ("static:1?state=rel/s.json", "is relative"),
+            (
+                "redis://h/0?tls_ca=/ca.pem",
+                "tls_ca applies to rediss:// only",
+            ),
+            (
+                "redis://h/0#insecure",
+                "#insecure applies to rediss:// only",
+            ),
+            ("rediss://h/0#nope", "takes #insecure only"),
         ] {
             let e = parse(url).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);

@@ -96,12 +96,54 @@ fn base(scheme: &str) -> &'static str {
         "redis://" => "redis://127.0.0.1:1/0",
         "etcd://" => "etcd://127.0.0.1:1,127.0.0.2:1",
         "grpc://" => "grpc://127.0.0.1:1",
+        "rediss://" => "rediss://127.0.0.1:1/0",
         other => panic!("urls.md names the scheme {other:?}: give the test a URL of it"),
     }
 }
 
-/// A value the option accepts.
-fn sample(option: &str) -> &'static str {
+/// PEM files for the TLS options, made once: (CA, client certificate,
+/// client key).
+fn pem_files() -> &'static (String, String, String) {
+    static FILES: std::sync::OnceLock<(String, String, String)> = std::sync::OnceLock::new();
+    FILES.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("grantid-url-reference-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(Vec::new())
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let put = |name: &str, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        (
+            put("ca.pem", ca_pem),
+            put("client.pem", cert.pem()),
+            put("client.key", key.serialize_pem()),
+        )
+    })
+}
+
+/// A value the option accepts (a certificate's option brings its key's,
+/// and the other way round: they go together).
+fn sample(option: &str) -> String {
+    let (ca, cert, key) = pem_files();
+    match option {
+        "sslrootcert" | "tls_ca" => return ca.clone(),
+        "sslcert" => return format!("{cert}&sslkey={key}"),
+        "sslkey" => return format!("{key}&sslcert={cert}"),
+        "tls_cert" => return format!("{cert}&tls_key={key}"),
+        "tls_key" => return format!("{key}&tls_cert={cert}"),
+        _ => {}
+    }
     match option {
         "state" => "/tmp/grantid-url-reference/static.json",
         "datacenter" => "0",
@@ -127,6 +169,7 @@ fn sample(option: &str) -> &'static str {
         | "built_in_roots" => "false",
         _ => "1",
     }
+    .to_owned()
 }
 
 /// Every (scheme, option) the table documents; a row whose scheme cell
@@ -168,7 +211,7 @@ fn every_documented_scheme_and_option_opens() {
     let (_, by_scheme) = documented(&rows);
     for (scheme, options) in &by_scheme {
         for option in options {
-            let url = with(base(scheme), option, sample(option));
+            let url = with(base(scheme), option, &sample(option));
             if let Err(e) = open(&url) {
                 panic!("urls.md lists {option} for {scheme}, but {url} is refused: {e}");
             }
@@ -214,7 +257,7 @@ fn options_not_documented_for_a_scheme_are_refused() {
             if listed.contains(name) {
                 continue;
             }
-            let url = with(base(scheme), name, sample(name));
+            let url = with(base(scheme), name, &sample(name));
             match open(&url) {
                 Ok(_) => {
                     panic!("{url} opens, but urls.md does not list {name} for {scheme}: add a row")

@@ -265,10 +265,13 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
             ),
         )),
         #[allow(unreachable_patterns)]
-        other => Err(Error::new(
+        // (Only the redacted URL is shown: the parsed target holds the
+        // password.)
+        _ => Err(Error::new(
             grantid::ErrorKind::InvalidArgument,
             format!(
-                "authority URL {:?}: this build lacks the feature for {other:?}",
+                "authority URL {:?}: this build lacks the cargo feature of its scheme \
+                 (docs/reference/urls.md)",
                 url::redact(url)
             ),
         )),

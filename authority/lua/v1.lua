@@ -219,14 +219,11 @@ if want ~= '' then
     return {'refused', string.format('worker %s is outside the namespace\'s %s workers', want, fmt(count))}
   end
   local rec = redis.call('HMGET', p .. ':w:' .. ws_, 'holder', 'lease_expiry', 'high_water')
-  if rec[1] and rec[1] ~= inc and tonumber(rec[2]) > now then
-    return {'lost', string.format('worker %s is held by incarnation %s until tick %s',
-                                  ws_, rec[1], rec[2])}
-  end
-  -- The forgotten-grant check: the holder's grants end beyond the worker's
-  -- high-water, so the store lost a grant it made (a stale snapshot, a
-  -- restore its run_id does not show). The quarantine lasts until they have
-  -- ended too.
+  -- The forgotten-grant check, before the holder's: the holder's grants end
+  -- beyond the worker's high-water, so the store lost a grant it made (a
+  -- stale snapshot, a restore its run_id does not show), whoever the store
+  -- says holds the worker now. The quarantine lasts until they have ended
+  -- too.
   local whw = tonumber(rec[3] or '0')
   if not_before > whw then
     local why = string.format('worker %s: its holder holds grants until tick %s, beyond the ' ..
@@ -237,6 +234,10 @@ if want ~= '' then
     if lead < ns_lead then lead = ns_lead end
     quarantine(sk, run_id, ms, lead, ns_skew, why)
     return {'lost', why}
+  end
+  if rec[1] and rec[1] ~= inc and tonumber(rec[2]) > now then
+    return {'lost', string.format('worker %s is held by incarnation %s until tick %s',
+                                  ws_, rec[1], rec[2])}
   end
 else
   -- Never-used workers first.

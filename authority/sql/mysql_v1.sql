@@ -1,17 +1,19 @@
--- grantid MySQL / MariaDB authority, schema version 3 (version 1; version 2:
+-- grantid MySQL / MariaDB authority, schema version 4 (version 1; version 2:
 -- each namespace records its datacenter split and the largest max_lead_ms
 -- and clock_skew_ms it was used with, and a renewal beyond the worker's
 -- high-water starts a quarantine; version 3: the server's identity is
 -- server_id plus MySQL's server_uuid, no longer MariaDB's server_uid, a
 -- hash of the host's MAC address that changes when a container restarts,
 -- and a multi-primary server (a Galera node, a Group Replication group in
--- multi-primary mode) is refused): the allocation rule
+-- multi-primary mode) is refused; version 4: a renewal beyond the worker's
+-- high-water quarantines whoever the store says holds the worker): the
+-- allocation rule
 -- of docs/DESIGN.md section 2, the same as grantid.acquire in v1.sql
 -- (PostgreSQL) and authority/lua/v1.lua (Redis), as stored procedures on
 -- InnoDB tables of the URL's database (prefix grantid_).
 --
 -- Applied by `grantid authority init mysql://...`, and by the Rust adapter
--- when grantid_schema_version lacks version 3, under GET_LOCK('grantid
+-- when grantid_schema_version lacks version 4, under GET_LOCK('grantid
 -- schema'). Idempotent: safe to run again. A MariaDB database upgraded
 -- from version 1 or 2 records the old identity (with server_uid): its
 -- first grant after the upgrade quarantines it once. It is also a script
@@ -468,15 +470,11 @@ BEGIN
             END IF;
             CALL grantid_lock_worker(p_namespace, p_worker, TRUE,
                                      w_holder, w_exp, w_hw, w_fencing, w_created);
-            IF w_holder IS NOT NULL AND w_holder <> p_incarnation AND w_exp > v_now THEN
-                SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
-                    ' is held by incarnation ', w_holder, ' until tick ', w_exp);
-                LEAVE body;
-            END IF;
-            -- The forgotten-grant check (grantid::forgotten_grant): the
-            -- holder's grants end beyond the worker's high-water, so the
-            -- database lost a grant it made (a restore its identity does not
-            -- show). The quarantine lasts until they have ended too.
+            -- The forgotten-grant check (grantid::forgotten_grant), before
+            -- the holder's: the holder's grants end beyond the worker's
+            -- high-water, so the database lost a grant it made (a restore its
+            -- identity does not show), whoever it says holds the worker now.
+            -- The quarantine lasts until they have ended too.
             IF p_not_before > w_hw THEN
                 SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
                     ': its holder holds grants until tick ', p_not_before,
@@ -485,6 +483,11 @@ BEGIN
                     'from them and acquire again');
                 CALL grantid_quarantine(v_ms, GREATEST(n_lead,
                     p_epoch_ms + p_not_before * p_tick_ms - v_ms), n_skew, LEFT(v_message, 512));
+                LEAVE body;
+            END IF;
+            IF w_holder IS NOT NULL AND w_holder <> p_incarnation AND w_exp > v_now THEN
+                SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
+                    ' is held by incarnation ', w_holder, ' until tick ', w_exp);
                 LEAVE body;
             END IF;
             SET v_worker = p_worker;
@@ -619,4 +622,4 @@ END //
 
 DELIMITER ;
 
-INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3);
+INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4);

@@ -1,10 +1,11 @@
--- grantid PostgreSQL authority, schema version 5 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 6 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
 -- worker-choice rule; version 3: state-loss quarantine and bounded lead,
 -- docs/AUTHORITIES.md "State loss"; version 4: a renewal during a
 -- quarantine is 'lost'; version 5: each namespace records its datacenter
 -- split and the largest max_lead_ms and clock_skew_ms it was used with,
--- and a renewal beyond the worker's high-water starts a quarantine). The
+-- and a renewal beyond the worker's high-water starts a quarantine;
+-- version 6: it does so whoever the store says holds the worker). The
 -- signatures of version 1's functions are unchanged; grantid.acquire has a
 -- 14-argument form beside them (the split).
 --
@@ -352,15 +353,10 @@ BEGIN
         ON CONFLICT (namespace, worker) DO NOTHING;
         SELECT * INTO w FROM grantid.workers x
          WHERE x.namespace = p_namespace AND x.worker = p_worker FOR UPDATE;
-        IF w.holder IS NOT NULL AND w.holder <> p_incarnation AND w.lease_expiry > v_now THEN
-            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
-                NULL::bigint, format('worker %s is held by incarnation %s until tick %s',
-                                     p_worker, w.holder, w.lease_expiry);
-            RETURN;
-        END IF;
-        -- The forgotten-grant check (grantid::forgotten_grant): the holder's
-        -- grants end beyond the worker's high-water, so the database lost a
-        -- grant it made (a restore its identity does not show).
+        -- The forgotten-grant check (grantid::forgotten_grant), before the
+        -- holder's: the holder's grants end beyond the worker's high-water,
+        -- so the database lost a grant it made (a restore its identity does
+        -- not show), whoever the database says holds the worker now.
         IF p_not_before > w.high_water THEN
             v_gate := format('worker %s: its holder holds grants until tick %s, beyond the '
                 'store''s high-water (tick %s): the store forgot a grant it made (restored '
@@ -369,6 +365,12 @@ BEGIN
             PERFORM grantid.quarantine(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms);
             RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
                 NULL::bigint, v_gate;
+            RETURN;
+        END IF;
+        IF w.holder IS NOT NULL AND w.holder <> p_incarnation AND w.lease_expiry > v_now THEN
+            RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+                NULL::bigint, format('worker %s is held by incarnation %s until tick %s',
+                                     p_worker, w.holder, w.lease_expiry);
             RETURN;
         END IF;
     ELSE
@@ -509,4 +511,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5), (6) ON CONFLICT DO NOTHING;

@@ -33,7 +33,7 @@ pub const MYSQL_SQL_V1: &str = include_str!("../sql/mysql_v1.sql");
 
 /// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
-const SCHEMA_VERSION: i32 = 3;
+const SCHEMA_VERSION: i32 = 4;
 
 const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
@@ -535,7 +535,7 @@ mod tests {
         assert!(acquire.contains("START TRANSACTION;"));
         assert_eq!(
             all.last().map(String::as_str),
-            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3)")
+            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4)")
         );
         assert!(
             MYSQL_SQL_V1.contains(&format!(", ({SCHEMA_VERSION});")),

@@ -39,7 +39,7 @@ pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter applies
 /// the script again when the database has only older versions.
-const SCHEMA_VERSION: i32 = 5;
+const SCHEMA_VERSION: i32 = 6;
 
 /// One process's connection: the client, and the task that owns the
 /// socket (on the bridge's runtime, which drives it only while a call runs).

@@ -252,3 +252,36 @@ fn a_renewal_beyond_the_high_water_is_lost_and_quarantines() {
         );
     }
 }
+
+#[test]
+fn a_renewal_beyond_the_high_water_is_evidence_whoever_the_store_says_holds_the_worker() {
+    // A store restored to a copy in which another incarnation still holds
+    // the worker: the renewal's grants lie beyond the worker's high-water,
+    // which a store that forgot nothing never sees from anyone, so it is a
+    // loss to quarantine, not only a worker held by another.
+    let l = layout();
+    for s in stores("foreign", 14) {
+        let ns = common::namespace("foreign");
+        let a = open(&s.url).unwrap();
+        let g = a
+            .acquire(&common::request(&ns, 1, 1, None, 0, 100, l))
+            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        let claimed = g.end + 5_000;
+        let r = a.acquire(&common::request(&ns, 3, 7, Some(g.worker), claimed, 100, l));
+        assert!(
+            matches!(r, Err(GrantError::Lost(ref m)) if m.contains("forgot a grant")),
+            "{}: {r:?}",
+            s.name
+        );
+        let until = quarantined_until(
+            s.name,
+            a.acquire(&common::request(&ns, 2, 1, None, 0, 10, l)),
+        );
+        assert!(
+            until >= l.unix_ms_of(claimed) + grantid_authority::DEFAULT_CLOCK_SKEW_MS,
+            "{}: the quarantine ends at {until}, before the renewing holder's grants (until {})",
+            s.name,
+            l.unix_ms_of(claimed)
+        );
+    }
+}

@@ -383,15 +383,9 @@ pub fn decide(
                 )));
             }
             let rec = &view.workers[w as usize];
-            if let Some(h) = rec.holder
-                && h != request.incarnation
-                && rec.lease_expiry > now
-            {
-                return refuse(GrantError::Lost(format!(
-                    "worker {w} is held by incarnation {h:#x} until tick {}",
-                    rec.lease_expiry
-                )));
-            }
+            // The forgotten-grant check comes first: grants beyond the
+            // high-water are evidence of a loss whoever the store says holds
+            // the worker (a restored copy may name another holder).
             if let Some(why) = forgotten_grant(w, request.not_before, rec.high_water) {
                 // Until the holder's grants have ended, and at least the
                 // namespace's lead, plus the skew.
@@ -404,6 +398,15 @@ pub fn decide(
                     error: GrantError::Lost(why.clone()),
                     quarantine: Some((until, why)),
                 };
+            }
+            if let Some(h) = rec.holder
+                && h != request.incarnation
+                && rec.lease_expiry > now
+            {
+                return refuse(GrantError::Lost(format!(
+                    "worker {w} is held by incarnation {h:#x} until tick {}",
+                    rec.lease_expiry
+                )));
             }
             w
         }

@@ -942,6 +942,7 @@ fn run_case(
     let end = start + Duration::from_millis(config.case_ms);
     let mut injected: Vec<&'static str> = Vec::new();
     let mut etcd_copy: Vec<(String, String)> = Vec::new();
+    let mut lag = Duration::ZERO;
     while Instant::now() < end {
         let now = Instant::now();
         for gens in runs.iter_mut() {
@@ -953,15 +954,16 @@ fn run_case(
             }
         }
         match faults.peek() {
-            Some((at, _)) if now >= start + Duration::from_millis(*at) => {}
+            Some((at, _)) if now >= start + lag + Duration::from_millis(*at) => {}
             _ => {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
         }
-        let Some((_, fault)) = faults.next() else {
+        let Some((at, fault)) = faults.next() else {
             continue;
         };
+        let due = start + lag + Duration::from_millis(*at);
         let name = match *fault {
             Fault::KillRestart(p) => {
                 if let Some(r) = runs[p].last_mut() {
@@ -1069,6 +1071,9 @@ fn run_case(
             }
         };
         injected.push(name);
+        // A fault that took a while (a server restart, a restore) moves the
+        // rest of the schedule, so the gaps between faults stay as drawn.
+        lag += Instant::now().saturating_duration_since(due);
     }
     // The end: every process killed as it runs.
     let mut refused = 0u64;

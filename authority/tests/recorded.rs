@@ -224,33 +224,7 @@ fn a_fence_waits_out_the_longest_lead_any_process_used() {
 
 #[test]
 fn a_renewal_beyond_the_high_water_is_lost_and_quarantines() {
-    let l = layout();
-    for s in stores("forgot", 13) {
-        let ns = common::namespace("forgot");
-        let a = open(&s.url).unwrap();
-        let g = a
-            .acquire(&common::request(&ns, 1, 1, None, 0, 100, l))
-            .unwrap_or_else(|e| panic!("{}: {e}", s.name));
-        // The holder holds grants until 5 s past what the store knows (the
-        // store was restored from a copy older than its last grants).
-        let claimed = g.end + 5_000;
-        let r = a.acquire(&common::request(&ns, 1, 2, Some(g.worker), claimed, 100, l));
-        assert!(
-            matches!(r, Err(GrantError::Lost(ref m)) if m.contains("forgot a grant")),
-            "{}: {r:?}",
-            s.name
-        );
-        let until = quarantined_until(
-            s.name,
-            a.acquire(&common::request(&ns, 2, 1, None, 0, 10, l)),
-        );
-        assert!(
-            until >= l.unix_ms_of(claimed) + grantid_authority::DEFAULT_CLOCK_SKEW_MS,
-            "{}: the quarantine ends at {until}, before the holder's grants (until {})",
-            s.name,
-            l.unix_ms_of(claimed)
-        );
-    }
+    renewal_beyond_the_high_water("forgot", 13, 1);
 }
 
 #[test]
@@ -259,15 +233,31 @@ fn a_renewal_beyond_the_high_water_is_evidence_whoever_the_store_says_holds_the_
     // the worker: the renewal's grants lie beyond the worker's high-water,
     // which a store that forgot nothing never sees from anyone, so it is a
     // loss to quarantine, not only a worker held by another.
+    renewal_beyond_the_high_water("foreign", 14, 3);
+}
+
+/// Incarnation 1 is granted a worker; `renewer` renews it with grants that
+/// end 5 s past what the store knows (the store was restored from a copy
+/// older than its last grants): `Lost`, and nothing is granted until those
+/// grants have ended plus the skew allowance.
+fn renewal_beyond_the_high_water(tag: &'static str, redis_db: u8, renewer: u64) {
     let l = layout();
-    for s in stores("foreign", 14) {
-        let ns = common::namespace("foreign");
+    for s in stores(tag, redis_db) {
+        let ns = common::namespace(tag);
         let a = open(&s.url).unwrap();
         let g = a
             .acquire(&common::request(&ns, 1, 1, None, 0, 100, l))
             .unwrap_or_else(|e| panic!("{}: {e}", s.name));
         let claimed = g.end + 5_000;
-        let r = a.acquire(&common::request(&ns, 3, 7, Some(g.worker), claimed, 100, l));
+        let r = a.acquire(&common::request(
+            &ns,
+            renewer,
+            2,
+            Some(g.worker),
+            claimed,
+            100,
+            l,
+        ));
         assert!(
             matches!(r, Err(GrantError::Lost(ref m)) if m.contains("forgot a grant")),
             "{}: {r:?}",

@@ -63,11 +63,6 @@ fn missing(what: &str) -> Option<()> {
     None
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// A scratch directory under /tmp, removed on drop.
 struct Scratch(PathBuf);
 
@@ -81,7 +76,7 @@ impl Scratch {
     /// One owned by `postgres` when we are root (the servers run as it).
     fn for_postgres(tag: &str) -> Scratch {
         let scratch = Scratch::new(tag);
-        if is_root() {
+        if common::is_root() {
             let ok = Command::new("chown")
                 .arg("postgres")
                 .arg(&scratch.0)
@@ -415,51 +410,6 @@ fn redis_restarted_from_a_stale_snapshot_never_repeats_an_id() {
 
 // ---------------------------------------------------------------- PostgreSQL
 
-/// The PostgreSQL server binaries (with pg_basebackup): `$GRANTID_PG_BIN`,
-/// else the newest /usr/lib/postgresql/*/bin.
-fn pg_bin() -> Option<PathBuf> {
-    let has = |b: &Path| {
-        ["initdb", "pg_ctl", "pg_basebackup"]
-            .iter()
-            .all(|t| b.join(t).is_file())
-    };
-    if let Some(dir) = std::env::var_os("GRANTID_PG_BIN").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir)).filter(|b| has(b));
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin"))
-        .filter(|b| has(b))
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-fn quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
-}
-
-/// Runs a shell command line, as `postgres` when we are root (PostgreSQL
-/// refuses to run as root).
-fn as_pg(cmd: &str) {
-    let out = if is_root() {
-        Command::new("su")
-            .args(["postgres", "-s", "/bin/sh", "-c", cmd])
-            .output()
-    } else {
-        Command::new("sh").args(["-c", cmd]).output()
-    }
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// One throwaway PostgreSQL data directory and the port it serves on.
 struct Pg {
     bin: PathBuf,
@@ -473,10 +423,10 @@ impl Pg {
     /// replication connections from 127.0.0.1) with `conf` appended to
     /// postgresql.conf.
     fn init(bin: &Path, data: PathBuf, conf: &str) -> Pg {
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -A trust -U postgres --no-sync >/dev/null",
-            quote(&bin.join("initdb")),
-            quote(&data)
+            common::quote(&bin.join("initdb")),
+            common::quote(&data)
         ));
         let pg = Pg::at(bin, data);
         pg.append_conf(conf);
@@ -503,49 +453,53 @@ impl Pg {
 
     /// A copy of the data directory `from` (a base backup) in `data`.
     fn copy_of(bin: &Path, from: &Path, data: PathBuf) -> Pg {
-        as_pg(&format!("cp -a {} {}", quote(from), quote(&data)));
+        common::as_pg(&format!(
+            "cp -a {} {}",
+            common::quote(from),
+            common::quote(&data)
+        ));
         Pg::at(bin, data)
     }
 
     fn start(&mut self) {
         let dir = self.data.parent().unwrap();
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -l {} -w -t 60 -o \"-c listen_addresses=127.0.0.1 -p {} -k {}\" start >/dev/null",
-            quote(&self.bin.join("pg_ctl")),
-            quote(&self.data),
-            quote(&self.data.with_extension("log")),
+            common::quote(&self.bin.join("pg_ctl")),
+            common::quote(&self.data),
+            common::quote(&self.data.with_extension("log")),
             self.port,
-            quote(dir)
+            common::quote(dir)
         ));
         self.running = true;
     }
 
     /// A crash: `pg_ctl stop -m immediate` (no checkpoint, sessions cut).
     fn crash(&mut self) {
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -m immediate -w stop >/dev/null",
-            quote(&self.bin.join("pg_ctl")),
-            quote(&self.data)
+            common::quote(&self.bin.join("pg_ctl")),
+            common::quote(&self.data)
         ));
         self.running = false;
     }
 
     fn promote(&self) {
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -w -t 60 promote >/dev/null",
-            quote(&self.bin.join("pg_ctl")),
-            quote(&self.data)
+            common::quote(&self.bin.join("pg_ctl")),
+            common::quote(&self.data)
         ));
     }
 
     /// `pg_basebackup` of this server into `data` (`-R`: as a streaming
     /// standby of it).
     fn base_backup(&self, data: &Path, standby: bool) {
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -h 127.0.0.1 -p {} -U postgres -D {} -X stream --checkpoint=fast --no-sync{}",
-            quote(&self.bin.join("pg_basebackup")),
+            common::quote(&self.bin.join("pg_basebackup")),
             self.port,
-            quote(data),
+            common::quote(data),
             if standby { " -R" } else { "" }
         ));
     }
@@ -618,7 +572,7 @@ impl Drop for Pg {
 }
 
 fn postgres_bin() -> Option<PathBuf> {
-    match pg_bin() {
+    match common::pg_bin(&["initdb", "pg_ctl", "pg_basebackup"]) {
         Some(b) => Some(b),
         None => {
             missing(
@@ -697,7 +651,7 @@ fn postgres_restored_from_a_base_backup() {
     };
     let scratch = Scratch::for_postgres("loss-pg-restore");
     let archive = scratch.0.join("archive");
-    as_pg(&format!("mkdir {}", quote(&archive)));
+    common::as_pg(&format!("mkdir {}", common::quote(&archive)));
     let archive_command = format!(
         "archive_mode = on\narchive_command = 'cp %p {}/%f'",
         archive.display()
@@ -724,9 +678,9 @@ fn postgres_restored_from_a_base_backup() {
         "restore_command = 'cp {}/%f %p'",
         archive.display()
     ));
-    as_pg(&format!(
+    common::as_pg(&format!(
         "touch {}",
-        quote(&recovered.data.join("recovery.signal"))
+        common::quote(&recovered.data.join("recovery.signal"))
     ));
     for pg in [&mut copied, &mut fenced, &mut recovered] {
         pg.start();

@@ -163,51 +163,6 @@ fn skip(what: &str) -> Option<()> {
 
 // ---------------------------------------------------------------- PostgreSQL
 
-/// The newest /usr/lib/postgresql/*/bin with initdb, pg_ctl and psql
-/// (or `$GRANTID_PG_BIN`).
-fn pg_bin() -> Option<PathBuf> {
-    let has = |b: &Path| {
-        ["initdb", "pg_ctl", "psql"]
-            .iter()
-            .all(|t| b.join(t).is_file())
-    };
-    if let Some(dir) = std::env::var_os("GRANTID_PG_BIN").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir)).filter(|b| has(b));
-    }
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("bin"))
-        .filter(|b| has(b))
-        .collect();
-    found.sort();
-    found.pop()
-}
-
-fn quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
-}
-
-/// Runs a shell command line, as `postgres` when we are root (PostgreSQL
-/// refuses to run as root).
-fn as_pg(cmd: &str) {
-    let out = if is_root() {
-        Command::new("su")
-            .args(["postgres", "-s", "/bin/sh", "-c", cmd])
-            .output()
-    } else {
-        Command::new("sh").args(["-c", cmd]).output()
-    }
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A throwaway PostgreSQL with `ssl = on` whose pg_hba.conf has only
 /// `hostssl` lines for TCP: the role `certuser` with a client certificate
 /// (`cert`), every other role with `trust`.
@@ -220,10 +175,10 @@ struct Pg {
 impl Pg {
     fn start(bin: &Path, dir: &Path, files: &Files) -> Pg {
         let data = dir.join("data");
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -A trust -U postgres --no-sync >/dev/null",
-            quote(&bin.join("initdb")),
-            quote(&data)
+            common::quote(&bin.join("initdb")),
+            common::quote(&data)
         ));
         // The server reads its key only if no one else can.
         let key = data.join("server.key");
@@ -262,18 +217,18 @@ impl Pg {
             data,
             port: free_port(),
         };
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -l {} -w -t 60 -o \"-c listen_addresses=127.0.0.1 -p {} -k {}\" start >/dev/null",
-            quote(&pg.bin.join("pg_ctl")),
-            quote(&pg.data),
-            quote(&pg.data.with_extension("log")),
+            common::quote(&pg.bin.join("pg_ctl")),
+            common::quote(&pg.data),
+            common::quote(&pg.data.with_extension("log")),
             pg.port,
-            quote(dir)
+            common::quote(dir)
         ));
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -h {} -p {} -U postgres -d postgres -qc 'CREATE ROLE certuser LOGIN SUPERUSER'",
-            quote(&pg.bin.join("psql")),
-            quote(dir),
+            common::quote(&pg.bin.join("psql")),
+            common::quote(dir),
             pg.port
         ));
         pg
@@ -286,17 +241,17 @@ impl Pg {
 
 impl Drop for Pg {
     fn drop(&mut self) {
-        as_pg(&format!(
+        common::as_pg(&format!(
             "{} -D {} -m immediate -w stop >/dev/null",
-            quote(&self.bin.join("pg_ctl")),
-            quote(&self.data)
+            common::quote(&self.bin.join("pg_ctl")),
+            common::quote(&self.data)
         ));
     }
 }
 
 #[test]
 fn postgres_over_tls() {
-    let Some(bin) = pg_bin() else {
+    let Some(bin) = common::pg_bin(&["initdb", "pg_ctl", "psql"]) else {
         let _ = skip("no PostgreSQL server binaries (apt-get install postgresql)");
         return;
     };

@@ -520,3 +520,46 @@ pub fn cli_ok(url: &str, sql: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+/// The PostgreSQL server binaries with every one of `tools` (initdb,
+/// pg_ctl, ...): `$GRANTID_PG_BIN`, else the newest
+/// /usr/lib/postgresql/*/bin.
+pub fn pg_bin(tools: &[&str]) -> Option<PathBuf> {
+    let has = |b: &Path| tools.iter().all(|t| b.join(t).is_file());
+    if let Some(dir) = std::env::var_os("GRANTID_PG_BIN").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir)).filter(|b| has(b));
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| has(b))
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// `p` quoted for a POSIX shell.
+pub fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
+
+/// Runs a shell command line, as `postgres` when we are root (PostgreSQL
+/// refuses to run as root).
+pub fn as_pg(cmd: &str) {
+    let out = if is_root() {
+        Command::new("su")
+            .args(["postgres", "-s", "/bin/sh", "-c", cmd])
+            .output()
+    } else {
+        Command::new("sh").args(["-c", cmd]).output()
+    }
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -11,6 +11,15 @@ fi
 # crate the same features in any selection, so no crate is compiled twice.
 # The binaries the steps run are taken from $GRANTID_BUILD, never through
 # `cargo run -p`.
+# One toolchain for every rustc the builds start: rustup's rustc proxy
+# otherwise takes a toolchain from a rust-toolchain.toml in the directory
+# it runs in, which a tool like cargo-c (not started through rustup's cargo)
+# runs in a dependency's folder (flagset 0.4.7 ships one naming 1.65).
+if [ -z "${RUSTUP_TOOLCHAIN:-}" ] && command -v rustup >/dev/null 2>&1; then
+  RUSTUP_TOOLCHAIN=$(cd / && rustup show active-toolchain 2>/dev/null | cut -d' ' -f1)
+  [ -n "$RUSTUP_TOOLCHAIN" ] && export RUSTUP_TOOLCHAIN || unset RUSTUP_TOOLCHAIN
+fi
+
 GRANTID_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export GRANTID_ROOT
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$GRANTID_ROOT/target}

@@ -254,6 +254,10 @@ enum Fault {
     /// namespaces deleted, the copy's put), the processes stopped meanwhile
     /// as during a restore: the cluster's identity and revision go on.
     EtcdRestore,
+    /// SIGKILL process `.0` and start it again once process `.1` has logged
+    /// two events (calls answered) since the last `EtcdRestore` (`-v`): the
+    /// second is a call made after the restore.
+    KillRestartAfterEvent(usize, usize),
     /// SIGKILL a `grantid serve` and start it again on its port.
     ServeRestart(usize),
 }
@@ -640,7 +644,9 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
                 1 => (2_000, 1_000),
                 _ => (pick(&mut rng, &[300u64, 800, 2_000]), 200),
             };
-            let args = next_args(worker_bits, sequence_bits, tick, horizon, grant);
+            let mut args = next_args(worker_bits, sequence_bits, tick, horizon, grant);
+            // Each call's answer on standard error: the case waits for one.
+            args.push("-v".into());
             ProcSpec {
                 label: format!(
                     "{authority} ns={namespace} layout={worker_bits}/{sequence_bits}/40/{tick}ms horizon={horizon} grant={grant}"
@@ -663,7 +669,10 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
             (copy + 100, Fault::KillRestart(0)),
             (copy + 200, Fault::KillRestart(1)),
             (restore, Fault::EtcdRestore),
-            (restore + rng.u64(250..400), Fault::KillRestart(2)),
+            (
+                restore + rng.u64(250..400),
+                Fault::KillRestartAfterEvent(2, 0),
+            ),
         ],
         serve: Vec::new(),
         recent_epoch: None,
@@ -943,7 +952,13 @@ fn run_case(
     let mut injected: Vec<&'static str> = Vec::new();
     let mut etcd_copy: Vec<(String, String)> = Vec::new();
     let mut lag = Duration::ZERO;
-    while Instant::now() < end {
+    // `--focus restore`: whether the case's premise holds (every process
+    // holds a grant before the copy and the restore), and how many lines
+    // each process had logged at the restore.
+    let mut premise = true;
+    let mut restored_logs: Vec<usize> = Vec::new();
+    // (The schedule's lag moves the end too, so every fault is run.)
+    while Instant::now() < end + lag {
         let now = Instant::now();
         for gens in runs.iter_mut() {
             if let Some(r) = gens.last_mut()
@@ -1034,9 +1049,46 @@ fn run_case(
                 }
                 "postgres crashed and started"
             }
+            Fault::EtcdCopy if !printing(&runs) => {
+                premise = false;
+                "etcd keys not copied: a process printed no ID yet"
+            }
             Fault::EtcdCopy => {
                 etcd_copy = etcd_keys(shared, case.seed)?;
                 "etcd keys copied"
+            }
+            Fault::EtcdRestore | Fault::KillRestartAfterEvent(..) if !premise => {
+                "skipped: its premise was not met"
+            }
+            Fault::EtcdRestore if !printing(&runs) => {
+                premise = false;
+                "etcd not restored: a process printed no ID yet"
+            }
+            Fault::KillRestartAfterEvent(p, watched) => {
+                // The watched process's call answered by the restored store.
+                let err = runs[watched]
+                    .last()
+                    .map(|r| r.out.with_extension("err"))
+                    .unwrap_or_default();
+                let before = restored_logs.get(watched).copied().unwrap_or(0);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while lines(&err) < before + 2 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if lines(&err) < before + 2 {
+                    premise = false;
+                    "skipped: no call answered by the restored store"
+                } else {
+                    if let Some(r) = runs[p].last_mut() {
+                        kill(&mut r.child);
+                    }
+                    let out = dir.join(format!("p{p}.{}.out", runs[p].len()));
+                    let spec = &case.procs[p];
+                    let next =
+                        spawn_next(config, spec, &authority_of(spec, &serves), epoch_ms, &out)?;
+                    runs[p].push(next);
+                    "kill -9 and restart after a call on the restored store"
+                }
             }
             Fault::EtcdRestore => {
                 // The processes wait while the store is put back, as
@@ -1051,6 +1103,10 @@ fn run_case(
                     signal(c, libc::SIGSTOP);
                 }
                 let restored = etcd_put_back(shared, case.seed, &etcd_copy);
+                restored_logs = runs
+                    .iter()
+                    .map(|g| g.last().map_or(0, |r| lines(&r.out.with_extension("err"))))
+                    .collect();
                 for c in &running {
                     signal(c, libc::SIGCONT);
                 }
@@ -1186,6 +1242,32 @@ fn run_case(
         outcome.failures.push(line.clone());
     }
     Ok(line)
+}
+
+/// Whether every running process has printed an ID (so it holds a grant),
+/// waiting up to 10 s for it.
+fn printing(runs: &[Vec<Running>]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let all = runs
+            .iter()
+            .filter_map(|g| g.last())
+            .all(|r| len(&r.out) > 0);
+        if all || Instant::now() >= deadline {
+            return all;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How many lines a file has (0 if it cannot be read).
+fn lines(path: &Path) -> usize {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|c| **c == b'\n').count())
+}
+
+/// A file's length (0 if it cannot be read).
+fn len(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// `etcdctl` against the run's etcd.

@@ -197,17 +197,21 @@ test('a blocked event loop stalls renewal but no ID passes the grants', async ()
   }
 })
 
-test('a promise that never settles is not called again on every retry', async () => {
-  let calls = 0
+// A grant source whose promises never settle, each kept alive as a request
+// stuck on a socket would be (every call's handlers live as long as its
+// promise); `calls()` counts the calls.
+function neverSettling() {
   const kept = []
   const source = () => {
-    calls++
-    // Kept alive, as a request stuck on a socket would be: every call's
-    // handlers live as long as its promise.
     const p = new Promise(() => {})
     kept.push(p)
     return p
   }
+  return { source, calls: () => kept.length }
+}
+
+test('a promise that never settles is not called again on every retry', async () => {
+  const { source, calls } = neverSettling()
   await assert.rejects(
     Generator.start({
       grantSource: source,
@@ -220,7 +224,7 @@ test('a promise that never settles is not called again on every retry', async ()
     }),
     (e) => e.code === 'UNAVAILABLE' && /never settle/.test(e.message),
   )
-  assert.equal(calls, 1, `the source was called ${calls} times while its promise was pending`)
+  assert.equal(calls(), 1, `the source was called ${calls()} times while its promise was pending`)
 })
 
 test('a promise pending for 15 source timeouts is given up for a new call', async () => {
@@ -254,14 +258,7 @@ test('a promise pending for 15 source timeouts is given up for a new call', asyn
 })
 
 test('a source whose promises never settle holds at most four of them', async () => {
-  let calls = 0
-  const kept = []
-  const source = () => {
-    calls++
-    const p = new Promise(() => {})
-    kept.push(p)
-    return p
-  }
+  const { source, calls } = neverSettling()
   // Fifteen timeouts of 20 ms: a call given up every 300 ms, were it not
   // for the bound.
   await assert.rejects(
@@ -275,5 +272,5 @@ test('a source whose promises never settle holds at most four of them', async ()
     }),
     (e) => e.code === 'UNAVAILABLE' && /4 calls are still unanswered, the most allowed/.test(e.message),
   )
-  assert.equal(calls, 4, `the source was called ${calls} times while its promises were pending`)
+  assert.equal(calls(), 4, `the source was called ${calls()} times while its promises were pending`)
 })

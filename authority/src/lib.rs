@@ -113,7 +113,7 @@ pub use grpc::GrpcAuthority;
 #[cfg(feature = "mysql")]
 pub use mysql::{MYSQL_SQL_V1, MysqlAuthority};
 #[cfg(feature = "postgres")]
-pub use pg::{PgAuthority, SQL_V1};
+pub use pg::{PgAuthority, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION, SQL_V1};
 #[cfg(feature = "redis")]
 pub use redis_backend::{LUA_V1, RedisAuthority};
 #[cfg(feature = "static")]

@@ -37,9 +37,10 @@ use crate::{Authority, WorkerStatus};
 /// The schema and functions (authority/sql/v1.sql; schema version 4).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");
 
-/// The version row that authority/sql/v1.sql inserts: the adapter applies
-/// the script again when the database has only older versions.
-const SCHEMA_VERSION: i32 = 6;
+/// The version row that authority/sql/v1.sql inserts: the adapter (and
+/// every binding's helper) applies the script again when the database has
+/// only older versions.
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// One process's connection: the client, and the task that owns the
 /// socket (on the bridge's runtime, which drives it only while a call runs).

@@ -15,6 +15,10 @@ pub(crate) fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
 /// `grantid.authorities` need (one source: the authority crate).
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("POSTGRES_SQL", grantid_authority::SQL_V1)?;
+    m.add(
+        "POSTGRES_SCHEMA_VERSION",
+        grantid_authority::POSTGRES_SCHEMA_VERSION,
+    )?;
     m.add("REDIS_LUA", grantid_authority::LUA_V1)?;
     m.add(
         "DEFAULT_LEASE_GRACE_MS",

@@ -338,3 +338,30 @@ def test_postgres_helper_applies_the_schema_when_the_call_finds_no_function() ->
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_postgres_helper_upgrades_an_older_schema() -> None:
+    """A database whose newest schema version is older than the Rust
+    adapter's is given the script again before the helper's first call,
+    as the adapter does (the new version's rule comes with it)."""
+    url = service_url("POSTGRES")
+    psycopg = pytest.importorskip("psycopg")
+    name = "grantid_helper_" + uuid.uuid4().hex[:12]
+    db_url = urllib.parse.urlsplit(url)._replace(path="/" + name).geturl()
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    newest = "SELECT max(version) FROM grantid.schema_version"
+    try:
+        with psycopg.connect(db_url) as conn:
+            conn.execute(authorities.POSTGRES_SQL)
+            conn.execute("SELECT grantid.declare_new_deployment()")
+            conn.execute("DELETE FROM grantid.schema_version WHERE version >= %s", [authorities.POSTGRES_SCHEMA_VERSION])
+            assert conn.execute(newest).fetchone()[0] < authorities.POSTGRES_SCHEMA_VERSION
+        helper = authorities.postgres(lambda: psycopg.connect(db_url))
+        with grantid.Generator(helper, namespace=fresh_namespace()) as g:
+            g.next_id()
+        with psycopg.connect(db_url) as conn:
+            assert conn.execute(newest).fetchone()[0] == authorities.POSTGRES_SCHEMA_VERSION
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -36,6 +36,7 @@ from . import _after_fork_in_child, _grantid
 from ._grantid import Grant, GrantRequest
 
 POSTGRES_SQL: str = _grantid.POSTGRES_SQL
+POSTGRES_SCHEMA_VERSION: int = _grantid.POSTGRES_SCHEMA_VERSION
 REDIS_LUA: str = _grantid.REDIS_LUA
 DEFAULT_LEASE_GRACE_MS: int = _grantid.DEFAULT_LEASE_GRACE_MS
 
@@ -82,7 +83,11 @@ class PostgresSource:
                 "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = 'grantid' AND tablename = 'schema_version'"
             ).fetchone()
             if ready is not None:
-                ready = conn.execute("SELECT 1 FROM grantid.schema_version WHERE version >= 1").fetchone()
+                # The version the Rust adapter wants: an older schema is
+                # applied again, as the adapter does.
+                ready = conn.execute(
+                    "SELECT 1 FROM grantid.schema_version WHERE version >= %s", [POSTGRES_SCHEMA_VERSION]
+                ).fetchone()
             conn.commit()
             if ready is None:
                 self._apply_schema(conn)

@@ -26,7 +26,8 @@ const native = require('./index.js')
 
 /**
  * A grant source on PostgreSQL through node-postgres. The schema is applied
- * once, on first use (idempotent, under the same advisory lock as the Rust
+ * once, on first use, when the function or the Rust adapter's schema version
+ * is missing (idempotent, under the same advisory lock as the Rust
  * adapter). The statement and the reading of its row are the Rust
  * adapter's own (`postgresAcquireCall`, `grantFromPostgresRow`).
  */
@@ -35,7 +36,10 @@ function postgres(pool, options = {}) {
   const ensureSchema = () => {
     ready ??= (async () => {
       const have = await pool.query("SELECT to_regprocedure('grantid.acquire(text,bigint,bigint,bigint,bigint,bigint,integer,integer,integer,bigint,bigint,bigint,bigint,integer)') AS f")
-      if (have.rows[0].f) return
+      if (have.rows[0].f) {
+        const current = await pool.query('SELECT 1 AS ok FROM grantid.schema_version WHERE version >= $1', [native.postgresSchemaVersion()])
+        if (current.rows[0]) return
+      }
       await pool.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema')); ${authorityFile('sql/v1.sql')}; COMMIT;`)
     })().catch((e) => {
       ready = undefined

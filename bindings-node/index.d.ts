@@ -287,6 +287,12 @@ export declare function parseId(text: string): string
 /** The `grantid.acquire` statement that asks for `request`. */
 export declare function postgresAcquireCall(request: GrantRequest, options?: StoreCallOptions): SqlStatement
 
+/**
+ * The schema version the Rust adapter wants (authority/sql/v1.sql): a
+ * database with only older versions is given the script again.
+ */
+export declare function postgresSchemaVersion(): number
+
 /** The Redis script run (`keys`, `arguments`) that asks for `request`. */
 export declare function redisAcquireCall(request: GrantRequest, options?: StoreCallOptions): RedisCall
 

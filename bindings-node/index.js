@@ -848,4 +848,5 @@ module.exports.grantFromRedisReply = nativeBinding.grantFromRedisReply
 module.exports.layout = nativeBinding.layout
 module.exports.parseId = nativeBinding.parseId
 module.exports.postgresAcquireCall = nativeBinding.postgresAcquireCall
+module.exports.postgresSchemaVersion = nativeBinding.postgresSchemaVersion
 module.exports.redisAcquireCall = nativeBinding.redisAcquireCall

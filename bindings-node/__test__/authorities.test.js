@@ -37,6 +37,35 @@ const request = {
   duration: 100, layout: { timestampBits: 41, workerBits: 10, sequenceBits: 12, epochMs: 1767225600000, tickMs: 1 },
 }
 
+test('postgres(pool) applies the schema again over an older version', { skip: !pgUrl && !required && 'GRANTID_TEST_POSTGRES_URL is not set' }, async () => {
+  assert.ok(pgUrl, 'GRANTID_TEST_POSTGRES_URL must be set when GRANTID_REQUIRE_SERVICES=1')
+  const { Client, Pool } = require('pg')
+  const name = `grantid_node_${process.pid}_${Date.now()}`
+  const admin = new Client({ connectionString: pgUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  const url = new URL(pgUrl)
+  url.pathname = `/${name}`
+  const pool = new Pool({ connectionString: url.toString(), max: 2 })
+  const newest = 'SELECT max(version) AS v FROM grantid.schema_version'
+  try {
+    const version = require('..').postgresSchemaVersion()
+    // A database of an older schema version (its functions in place). The
+    // calls' answers do not matter here (a new store is quarantined): the
+    // schema is applied before the call.
+    await authorities.postgres(pool)(request).catch(() => {})
+    await pool.query('DELETE FROM grantid.schema_version WHERE version >= $1', [version])
+    assert.ok((await pool.query(newest)).rows[0].v < version)
+    await authorities.postgres(pool)({ ...request, namespace: 'again' }).catch(() => {})
+    assert.equal((await pool.query(newest)).rows[0].v, version)
+  } finally {
+    await pool.end()
+    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
+    await admin.end()
+  }
+})
+
+
 test('redis(client) runs the authority\'s Lua script with the Rust adapter\'s keys and arguments', async () => {
   const fs = require('node:fs')
   const path = require('node:path')

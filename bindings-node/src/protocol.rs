@@ -250,6 +250,13 @@ pub fn grant_from_redis_reply(
     grant_to_js(&grant).map_err(|e| thrown(&env, e))
 }
 
+/// The schema version the Rust adapter wants (authority/sql/v1.sql): a
+/// database with only older versions is given the script again.
+#[napi]
+pub fn postgres_schema_version() -> i32 {
+    grantid_authority::POSTGRES_SCHEMA_VERSION
+}
+
 /// The `grantid.acquire` statement that asks for `request`.
 #[napi(ts_args_type = "request: GrantRequest, options?: StoreCallOptions")]
 pub fn postgres_acquire_call(

@@ -122,13 +122,13 @@ fn two_workers_sharing_a_grant_are_reported_in_the_state_loss_mode() {
 }
 
 /// Redis restarts, each hidden from the authority, each followed by a new
-/// process. A generator with a 3 s horizon renews about once a second, so
-/// the new process usually asks before the holder of the lowest worker
-/// value has renewed: in the emptied store that value looks never used, and
-/// both issue from it over the holder's committed 3 s. The holder's next
-/// renewal then proves the store forgot its grant (the forgotten-grant
-/// check) and starts a quarantine, so each fault takes the quarantine to
-/// recover from: 20 s leave room for two faults or more.
+/// process. A generator with a 2 s horizon and 2 s grants renews about
+/// every 2 s, so the new process asks before the holder of the lowest
+/// worker value has renewed: in the emptied store that value looks never
+/// used, and both issue from it until the holder's next renewal, which
+/// proves the store forgot its grant (the forgotten-grant check, before the
+/// holder check) and starts a quarantine. Each fault takes the quarantine
+/// to recover from: 20 s leave room for two faults or more.
 /// (The same run without `--fault-defeat-quarantine` passes with 0
 /// duplicates: docs/RELIABILITY.md, "State-loss mode".)
 #[test]
@@ -153,9 +153,9 @@ fn redis_losses_hidden_from_the_authority_repeat_ids() {
             "--faults",
             "redis-empty",
             "--horizon-ms",
-            "3000",
+            "2000",
             "--grant-ms",
-            "1000",
+            "2000",
             "--no-pg-check",
             "--seed",
             "4",

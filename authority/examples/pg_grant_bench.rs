@@ -10,7 +10,10 @@
 //! ```
 //!
 //! Arguments: one or more authority URLs (any backend; measured one after
-//! the other in the same run), then client counts (default 1 8 64). Each
+//! the other in the same run), then client counts (default 1 8 64). A row
+//! is named by the URL's scheme and its TLS mode (`sslmode`, `ssl-mode`),
+//! so one server without and with TLS compare side by side:
+//! `postgres://h/db?sslmode=disable postgres://h/db?sslmode=verify-full&sslrootcert=ca.pem`. Each
 //! client takes a worker, then renews it back to back for
 //! `GRANTID_BENCH_SECS` seconds (default 5): one grant per call, as the
 //! generator's renewal thread would, only without pause. An uncertain
@@ -50,12 +53,29 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    println!("engine    clients  grants/s  p50_ms  p99_ms  max_ms  grants  uncertain");
+    println!("engine                clients  grants/s  p50_ms  p99_ms  max_ms  grants  uncertain");
     for url in &urls {
-        let engine = url.split(':').next().unwrap_or_default();
+        let engine = label(url);
         for &clients in &counts {
-            run(engine, url, clients, secs);
+            run(&engine, url, clients, secs);
         }
+    }
+}
+
+/// The URL's scheme, and its TLS mode if it names one
+/// (`postgres/verify-full`).
+fn label(url: &str) -> String {
+    let scheme = url.split(':').next().unwrap_or_default();
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let mode = query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some(("sslmode" | "ssl-mode", mode)) => Some(mode),
+            _ => None,
+        });
+    match mode {
+        Some(mode) => format!("{scheme}/{mode}"),
+        None => scheme.to_owned(),
     }
 }
 
@@ -121,14 +141,14 @@ fn run(engine: &str, url: &str, clients: usize, secs: u64) {
     let n = latencies.len();
     if n == 0 {
         println!(
-            "{engine:<8}  {clients:>7}  no grant in {secs} s ({} uncertain answers: a quarantine?)",
+            "{engine:<20}  {clients:>7}  no grant in {secs} s ({} uncertain answers: a quarantine?)",
             uncertain.load(Ordering::Relaxed)
         );
         return;
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
-        "{engine:<8}  {clients:>7}  {:>8.0}  {:>6.2}  {:>6.2}  {:>6.2}  {n}  {}",
+        "{engine:<20}  {clients:>7}  {:>8.0}  {:>6.2}  {:>6.2}  {:>6.2}  {n}  {}",
         n as f64 / secs as f64,
         ms(percentile(&latencies, 0.5)),
         ms(percentile(&latencies, 0.99)),

@@ -23,7 +23,7 @@
 
 use grantid::{Grant, GrantError, GrantRequest, Layout};
 
-use crate::WorkerStatus;
+use crate::kernel::WorkerStatus;
 
 /// The fields of one answer to `acquire`, as the store sent them. `None`
 /// is a field that is missing, NULL or not an integer.
@@ -35,7 +35,7 @@ pub struct AcquireAnswer<'a> {
     pub message: Option<&'a str>,
     /// The worker granted.
     pub worker: Option<i128>,
-    /// The fencing epoch of the grant.
+    /// The fencing token of the grant.
     pub grant_id: Option<i128>,
     /// First tick of the interval (inclusive).
     pub start: Option<i128>,
@@ -133,7 +133,7 @@ pub struct WorkerRecord<'a> {
     pub lease_expiry: Option<i128>,
     /// The end of every interval ever granted (ticks).
     pub high_water: Option<i128>,
-    /// The last grant's fencing epoch.
+    /// The last grant's fencing token.
     pub fencing: Option<i128>,
 }
 

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use grantid::{Error, Grant, GrantError, GrantRequest, GrantSource, Layout};
 
-use crate::{Authority, WorkerStatus};
+use crate::kernel::{Authority, WorkerStatus};
 
 /// A backend restricted to the workers of one datacenter.
 pub(crate) struct Datacenter {
@@ -27,7 +27,7 @@ pub(crate) struct Datacenter {
     datacenter: u32,
     /// The full layout of each namespace seen by `acquire`, so `release`
     /// can map a grant's worker back; shared by the sessions of one
-    /// `crate::open_sessions`, since a release may come on another session
+    /// `crate::registry::open_sessions`, since a release may come on another session
     /// than the acquire.
     layouts: Arc<Mutex<HashMap<String, Layout>>>,
 }

@@ -1,5 +1,9 @@
 //! The etcd authority, `etcd://HOST:PORT[,HOST:PORT...]` (feature `etcd`):
 //! the allocation rule as optimistic transactions on etcd's keys.
+//! `etcds://` is the same over TLS (tonic's rustls): the members'
+//! certificates checked against `tls_ca` (else the system's roots) and the
+//! endpoint's host name, a client certificate from `tls_cert` and `tls_key`
+//! (docs/reference/etcd.md, "Connecting securely").
 //!
 //! Each grant reads the store record, the namespace's layout and the
 //! worker record(s) in one read-only transaction (one revision), checks the
@@ -17,7 +21,7 @@
 //!   quarantine, reason);
 //! * `grantid/ns/<ns>/layout`: the layout and `next_unused`;
 //! * `grantid/ns/<ns>/w/<worker>`: holder, lease expiry, high-water, fencing
-//!   epoch (the `grant_id`) and the last grant with its (incarnation,
+//!   token (the `grant_id`) and the last grant with its (incarnation,
 //!   request_id), which answers a retry.
 //!
 //! Values are JSON. etcd's own history of each worker key (its revisions,
@@ -35,12 +39,12 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, ResponseHeader, Txn, TxnOp,
-    TxnOpResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
+    ResponseHeader, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 use grantid::rule::{self, Decision, Policy, Quarantine, Registered, View};
 use grantid::{
@@ -49,8 +53,8 @@ use grantid::{
 use serde::{Deserialize, Serialize};
 
 use crate::blocking::{Blocking, Work};
-use crate::url::Options;
-use crate::{Authority, WorkerStatus};
+use crate::kernel::{Authority, WorkerStatus};
+use crate::url::{Options, Target, TlsFiles};
 
 /// The key of the store-wide state-loss record.
 pub const STORE_KEY: &str = "grantid/store";
@@ -62,7 +66,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(2);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoreRecord {
     cluster_id: u64,
-    epoch: u64,
+    /// +1 per quarantine (stored as `epoch`, the name older versions read).
+    #[serde(rename = "epoch")]
+    quarantines: u64,
     quarantine_until_ms: u64,
     reason: String,
     /// When the latest quarantine started (Unix ms): a namespace waits at
@@ -196,6 +202,56 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> GrantError {
     GrantError::Unavailable(format!("etcd: {what}: {e}"))
 }
 
+/// An error with its causes: tonic's transport error says only "transport
+/// error", the certificate check that failed is a few causes down.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        next = cause.source();
+    }
+    text
+}
+
+/// Builds the TLS settings of an `etcds://` URL from its files (read and
+/// checked here, so a missing or malformed one fails the opening).
+fn tls_options(url: &str, files: &TlsFiles) -> Result<TlsOptions, Error> {
+    use crate::tls;
+    let mut options = TlsOptions::new();
+    options = match &files.ca {
+        Some(path) => {
+            tls::roots_from_file(url, "tls_ca", path)?;
+            options.ca_certificate(Certificate::from_pem(tls::read_pem(
+                url, "tls_ca", path, false,
+            )?))
+        }
+        None => options.trust_anchors(tls::system_roots(url, "tls_ca")?.roots),
+    };
+    match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => {
+            tls::certificates(url, "tls_cert", cert)?;
+            tls::private_key(url, "tls_key", key)?;
+            Ok(options.identity(Identity::from_pem(
+                tls::read_pem(url, "tls_cert", cert, false)?,
+                tls::read_pem(url, "tls_key", key, true)?,
+            )))
+        }
+        (None, None) => Ok(options),
+        _ => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "authority URL {:?}: tls_cert and tls_key go together: the paths of the client \
+                 certificate and its private key",
+                crate::url::redact(url)
+            ),
+        )),
+    }
+}
+
 fn decode<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, GrantError> {
     serde_json::from_slice(kv.value()).map_err(|e| {
         unavailable(
@@ -264,6 +320,9 @@ fn snapshot(resp: &etcd_client::TxnResponse) -> Result<Snapshot, GrantError> {
 /// The etcd authority. See the module docs.
 pub struct EtcdAuthority {
     endpoints: Vec<String>,
+    /// `etcds://`: the TLS settings (the files read when the URL was
+    /// opened), and whether they hold a client certificate.
+    tls: Option<(TlsOptions, bool)>,
     ctx: Arc<Ctx>,
     conn: Blocking<Client>,
 }
@@ -275,6 +334,11 @@ struct Ctx {
     /// The highest revision seen from the cluster by this process: a lower
     /// one later means the data went back in time.
     seen_revision: AtomicI64,
+    /// Whether a call was ever answered: until then a certificate check
+    /// that fails is `Refused` (start-up fails at once, naming it), after
+    /// it `Unavailable` (a running generator keeps its grant while the
+    /// certificates are put right).
+    answered: AtomicBool,
 }
 
 impl std::fmt::Debug for EtcdAuthority {
@@ -304,34 +368,59 @@ impl EtcdAuthority {
         }
         Ok(EtcdAuthority {
             endpoints,
+            tls: None,
             ctx: Arc::new(Ctx {
                 options,
                 clock: None,
                 seen_revision: AtomicI64::new(0),
+                answered: AtomicBool::new(false),
             }),
             conn: Blocking::new("etcd"),
         })
     }
 
+    /// The authority of a parsed `etcd://` or `etcds://` URL (`url` names
+    /// it in messages); the PEM files of `etcds://` are read here.
+    pub(crate) fn open(
+        url: &str,
+        target: Target,
+        options: Options,
+    ) -> Result<EtcdAuthority, Error> {
+        match target {
+            Target::Etcd(endpoints) => EtcdAuthority::new(endpoints, options),
+            Target::Etcds(endpoints, files) => {
+                let mut authority = EtcdAuthority::new(endpoints, options)?;
+                authority.tls = Some((tls_options(url, &files)?, files.cert.is_some()));
+                Ok(authority)
+            }
+            other => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "authority URL {:?}: not an etcd URL ({})",
+                    crate::url::redact(url),
+                    match other {
+                        Target::File(_) | Target::Static { .. } => "a local one",
+                        _ => "another server's",
+                    }
+                ),
+            )),
+        }
+    }
+
     /// Parses an `etcd://` URL (without grantid's options, which are taken
     /// from `options`).
     pub fn from_url(url: &str, options: Options) -> Result<EtcdAuthority, Error> {
-        match crate::url::parse(url)?.target {
-            crate::url::Target::Etcd(endpoints) => EtcdAuthority::new(endpoints, options),
-            other => Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("not an etcd URL: {other:?}"),
-            )),
-        }
+        EtcdAuthority::open(url, crate::url::parse(url)?.target, options)
     }
 
     /// Another session of the same cluster: a connection of its own, and
     /// the same revision floor, so that a store that went back in time is
     /// noticed by every session of this process whichever saw the higher
-    /// revision (`crate::open_sessions`).
+    /// revision (`crate::registry::open_sessions`).
     pub(crate) fn sibling(&self) -> EtcdAuthority {
         EtcdAuthority {
             endpoints: self.endpoints.clone(),
+            tls: self.tls.clone(),
             ctx: Arc::clone(&self.ctx),
             conn: Blocking::new("etcd"),
         }
@@ -343,6 +432,7 @@ impl EtcdAuthority {
             options: self.ctx.options.clone(),
             clock: Some(clock),
             seen_revision: AtomicI64::new(0),
+            answered: AtomicBool::new(false),
         });
         self
     }
@@ -354,33 +444,91 @@ impl EtcdAuthority {
         what: &str,
         op: impl for<'a> FnOnce(&'a mut Client) -> Work<'a, T> + Send + 'static,
     ) -> Result<T, GrantError> {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         let endpoints: Vec<String> = self
             .endpoints
             .iter()
-            .map(|e| format!("http://{e}"))
+            .map(|e| format!("{scheme}://{e}"))
             .collect();
+        let tls = self.tls.clone();
+        let ctx = Arc::clone(&self.ctx);
         let t = self.ctx.options.timeout;
-        self.conn
+        let answer = self
+            .conn
             .call(t, what, async move |slot: &mut Option<Client>| {
                 let client = match slot {
                     Some(c) => c,
                     None => {
-                        let options = ConnectOptions::new()
+                        let mut options = ConnectOptions::new()
                             .with_connect_timeout(t)
                             .with_timeout(t)
                             .with_keep_alive(t, t);
-                        let c = Client::connect(endpoints, Some(options))
+                        let probe = tls.is_some();
+                        // Without a client certificate, a server that
+                        // wants one closes the connection.
+                        let hint = tls.as_ref().is_some_and(|(_, cert)| !cert);
+                        if let Some((tls, _)) = tls {
+                            options = options.with_tls(tls);
+                        }
+                        let mut c = Client::connect(endpoints, Some(options))
                             .await
-                            .map_err(|e| unavailable("cannot connect", e))?;
+                            .map_err(|e| ctx.connect_error(&e, hint))?;
+                        // The channel connects on its first call: with TLS,
+                        // one call here, so that a certificate check that
+                        // fails is told from a call that fails.
+                        if probe {
+                            c.status().await.map_err(|e| ctx.connect_error(&e, hint))?;
+                        }
                         slot.insert(c)
                     }
                 };
                 op(client).await
-            })
+            });
+        if answer.is_ok() {
+            self.ctx.answered.store(true, Ordering::Release);
+        }
+        answer
     }
 }
 
 impl Ctx {
+    /// A failed connection as an answer: a certificate check that failed
+    /// is `Refused` while no call was ever answered (a setting to change:
+    /// start-up fails at once, naming it), `Unavailable` after (a running
+    /// generator keeps its grant while the certificates are put right).
+    /// `no_client_cert`: TLS without a client certificate (the message
+    /// says what a server that requires one does).
+    fn connect_error(&self, e: &etcd_client::Error, no_client_cert: bool) -> GrantError {
+        // etcd-client's error names no cause: start from what it wraps.
+        let inner: &(dyn std::error::Error + 'static) = match e {
+            etcd_client::Error::GRpcStatus(status) => status,
+            etcd_client::Error::TransportError(transport) => transport,
+            etcd_client::Error::IoError(io) => io,
+            other => other,
+        };
+        let text = causes(inner);
+        match crate::tls::certificate_failure(inner) {
+            Some(why) if !self.answered.load(Ordering::Acquire) => {
+                GrantError::Refused(format!("etcd: cannot connect: TLS: {why}"))
+            }
+            Some(why) => unavailable("cannot connect", format!("TLS: {why}")),
+            // The member's alert arrives after the handshake (TLS 1.3):
+            // read as such, or as the close that follows it.
+            None if no_client_cert
+                && (text.contains("connection closed") || text.contains("fatal alert")) =>
+            {
+                unavailable(
+                    "cannot connect",
+                    format!(
+                        "{text} (an etcd with --client-cert-auth closes a connection without a \
+                     client certificate: give tls_cert and tls_key)"
+                    ),
+                )
+            }
+            None => unavailable("cannot connect", text),
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         match &self.clock {
             Some(c) => c.now_ms(),
@@ -441,7 +589,7 @@ impl Ctx {
         let old = store.value.as_ref();
         let record = StoreRecord {
             cluster_id,
-            epoch: old.map_or(1, |s| s.epoch + 1),
+            quarantines: old.map_or(1, |s| s.quarantines + 1),
             quarantine_until_ms: old
                 .map_or(0, |s| s.quarantine_until_ms)
                 .max(now_ms.saturating_add(hold_ms)),
@@ -501,9 +649,21 @@ impl Ctx {
         let store: Read<StoreRecord> = read_one(store_kvs)?;
         let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
 
+        let registered = layout
+            .value
+            .as_ref()
+            .map(LayoutRecord::registered)
+            .transpose()?;
+        let policy = Policy {
+            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
+            max_lead_ms: Some(self.options.max_lead_ms),
+            clock_skew_ms: self.options.clock_skew_ms,
+        };
+
         // State loss this store shows (no record, another cluster, a
-        // revision that went back): a quarantine from now, and the rule's
-        // gate answers.
+        // revision that went back): a quarantine from now, and the rule
+        // answers over it (another layout `Refused` first, as ever), with
+        // nothing read from the store that showed the loss.
         if let Some(reason) = self.loss(&store, &snap, floor) {
             let until = now_ms.saturating_add(self.hold_ms());
             if !self
@@ -519,19 +679,27 @@ impl Ctx {
             {
                 return Ok(Step::Again);
             }
-            return Ok(match rule::gate(until, &reason, now_ms, request.worker) {
-                Err(e) => Step::Answer(Err(e)),
-                Ok(()) => Step::Again,
-            });
+            let quarantine = Quarantine {
+                until_ms: until,
+                since_ms: now_ms,
+                reason,
+            };
+            let view = View {
+                registered: registered.as_ref(),
+                workers: &Workers::default(),
+                answer: None,
+                quarantine: Some(&quarantine),
+            };
+            return Ok(
+                match rule::decide(&view, request, &policy, now_ms, l.tick_at(now_ms)).answer() {
+                    Err(e) => Step::Answer(Err(e)),
+                    Ok(_) => Step::Again,
+                },
+            );
         }
 
         // The view: the namespace's record, the workers read (by number),
         // the grant recorded for this request, the store's quarantine.
-        let registered = layout
-            .value
-            .as_ref()
-            .map(LayoutRecord::registered)
-            .transpose()?;
         let mut reads: Vec<(u32, Read<WorkerRecord>)> = Vec::new();
         for kv in worker_kvs {
             let key = String::from_utf8_lossy(kv.key());
@@ -576,28 +744,43 @@ impl Ctx {
             answer: answer.as_ref(),
             quarantine: quarantine.as_ref(),
         };
-        let policy = Policy {
-            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
-            max_lead_ms: Some(self.options.max_lead_ms),
-            clock_skew_ms: self.options.clock_skew_ms,
-        };
-
         match rule::decide(&view, request, &policy, now_ms, l.tick_at(now_ms)) {
             Decision::Recorded(grant) => Ok(Step::Answer(Ok(grant))),
             Decision::Answer {
                 error,
-                quarantine: None,
-            } => Ok(Step::Answer(Err(error))),
-            Decision::Answer {
-                error,
-                quarantine: Some((until, why)),
+                quarantine,
+                namespace,
             } => {
-                let hold = until.saturating_sub(now_ms);
-                if !self
-                    .quarantine(client, &store, snap.cluster_id, now_ms, hold, why)
-                    .await?
-                {
-                    return Ok(Step::Again);
+                // The namespace's record first (registered, or its lead and
+                // skew raised), on the record as read.
+                if let Some(namespace) = namespace {
+                    let resp = client
+                        .txn(
+                            Txn::new()
+                                .when(vec![layout.unchanged(&layout_key)])
+                                .and_then(vec![TxnOp::put(
+                                    layout_key.as_str(),
+                                    encode(&LayoutRecord::of(&namespace)),
+                                    None,
+                                )]),
+                        )
+                        .await
+                        .map_err(|e| unavailable("cannot register the namespace", e))?;
+                    if let Some(h) = resp.header() {
+                        self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
+                    }
+                    if !resp.succeeded() {
+                        return Ok(Step::Again);
+                    }
+                }
+                if let Some((until, why)) = quarantine {
+                    let hold = until.saturating_sub(now_ms);
+                    if !self
+                        .quarantine(client, &store, snap.cluster_id, now_ms, hold, why)
+                        .await?
+                    {
+                        return Ok(Step::Again);
+                    }
                 }
                 Ok(Step::Answer(Err(error)))
             }
@@ -665,7 +848,7 @@ impl GrantSource for EtcdAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
+        crate::kernel::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > 62 {
             return Err(GrantError::Refused(
@@ -758,8 +941,8 @@ impl Authority for EtcdAuthority {
              (keys under grantid/ are written on first use); store record {}",
             match store {
                 Some(s) => format!(
-                    "present (epoch {}, quarantine until Unix ms {})",
-                    s.epoch, s.quarantine_until_ms
+                    "present (quarantine {}, until Unix ms {})",
+                    s.quarantines, s.quarantine_until_ms
                 ),
                 None => "missing: the first grant starts a quarantine".into(),
             }
@@ -777,7 +960,7 @@ impl Authority for EtcdAuthority {
                     }
                     let record = StoreRecord {
                         cluster_id: snap.cluster_id,
-                        epoch: 1,
+                        quarantines: 1,
                         quarantine_until_ms: 0,
                         reason: "new deployment (operator)".into(),
                         quarantine_since_ms: 0,

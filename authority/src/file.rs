@@ -16,11 +16,11 @@ use grantid::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::kernel::{Authority, WorkerStatus};
 use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile::{self, Locked};
 use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
-use crate::{Authority, WorkerStatus};
 
 /// How many recent grants the state file keeps (for `status`).
 const RECENT_GRANTS: usize = 256;
@@ -322,7 +322,7 @@ impl GrantSource for FileAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
+        crate::kernel::check_namespace(&request.namespace)?;
         let (locked, mut state, side) = self.lock()?;
         let now_ms = self.clock.now_ms();
         let layout = request.layout;
@@ -334,18 +334,55 @@ impl GrantSource for FileAuthority {
             request.request_id,
         );
         let replay = state.alloc.answers.contains_key(&key);
-        if !replay {
-            sidecar::gate(&state.store, now_ms, request.worker)?;
-            if let Some(why) = forgotten(&state, request) {
-                let latest = layout
-                    .unix_ms_of(request.not_before)
-                    .max(latest_end_ms(&state));
-                sidecar::quarantine(&mut state.store, now_ms, latest, &self.options, why.clone());
-                self.write(&locked, &mut state, &side, 0)?;
-                return Err(GrantError::Lost(why));
-            }
+        // Another layout can never succeed: the rule refuses it, during a
+        // quarantine too.
+        let another_layout = state
+            .alloc
+            .namespaces
+            .get(&request.namespace)
+            .is_some_and(|ns| ns.layout != layout.without_datacenter_bits());
+        // Past the layout check the namespace is registered with the
+        // request's layout, whatever the answer (the rule's order).
+        let registers =
+            !replay && !another_layout && !state.alloc.namespaces.contains_key(&request.namespace);
+        if registers {
+            state
+                .alloc
+                .register(&request.namespace, layout.without_datacenter_bits());
         }
-        let grant = state.alloc.allocate(request, layout.tick_at(now_ms))?;
+        let answer = if !replay && !another_layout {
+            match sidecar::gate(&state.store, now_ms, request.worker) {
+                Err(e) => Err(e),
+                Ok(()) => match forgotten(&state, request) {
+                    Some(why) => {
+                        let latest = layout
+                            .unix_ms_of(request.not_before)
+                            .max(latest_end_ms(&state));
+                        sidecar::quarantine(
+                            &mut state.store,
+                            now_ms,
+                            latest,
+                            &self.options,
+                            why.clone(),
+                        );
+                        self.write(&locked, &mut state, &side, 0)?;
+                        return Err(GrantError::Lost(why));
+                    }
+                    None => state.alloc.allocate(request, layout.tick_at(now_ms)),
+                },
+            }
+        } else {
+            state.alloc.allocate(request, layout.tick_at(now_ms))
+        };
+        let grant = match answer {
+            Ok(grant) => grant,
+            Err(e) => {
+                if registers {
+                    self.write(&locked, &mut state, &side, 0)?;
+                }
+                return Err(e);
+            }
+        };
         if replay {
             // The first answer may never have reached the sidecar (a write
             // that failed after its rename, a crash between the two).

@@ -54,3 +54,16 @@ impl LayoutDoc {
 pub(crate) fn unavailable(e: GrantError) -> Error {
     Error::new(ErrorKind::Unavailable, e.to_string())
 }
+
+/// Where this process keeps the sidecar of a state file (`file:PATH`,
+/// `static:N?state=PATH`): the host-memory record that detects the file
+/// being deleted, replaced or restored from a backup (docs/AUTHORITIES.md,
+/// "State loss"). `None` when no directory for it can be named.
+pub fn sidecar_path(state_file: &std::path::Path) -> Option<std::path::PathBuf> {
+    // The authorities name it after the canonical path (a state file reached
+    // through a symbolic link is one file, with one sidecar).
+    match crate::lockfile::canonical(state_file) {
+        Ok(path) => crate::sidecar::path_of(&path),
+        Err(_) => crate::sidecar::path_of(state_file),
+    }
+}

@@ -3,8 +3,9 @@
 //! (authority/sql/mysql_v1.sql) per grant, one InnoDB transaction.
 //!
 //! Authority time is the server's UTC clock. The connection (mysql_async,
-//! no TLS) is opened on first use, again after any error, and in a `fork()`
-//! child. Every call has a **client-side deadline** of `timeout_ms` covering
+//! TLS through rustls with `ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key`:
+//! [`SslMode`]) is opened on first use, again after any error, and in a
+//! `fork()` child. Every call has a **client-side deadline** of `timeout_ms` covering
 //! connecting, applying the schema and the statement (a frozen server costs
 //! one `timeout_ms`, then the connection is dropped and the answer is
 //! `Unavailable`); the session's `innodb_lock_wait_timeout` is set to the
@@ -18,14 +19,15 @@
 //! (docs/reference/mysql.md).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
 use mysql_async::prelude::{FromValue, Queryable};
-use mysql_async::{Conn, Opts, OptsBuilder, Row, Value};
+use mysql_async::{ClientIdentity, Conn, DriverError, Opts, OptsBuilder, Row, SslOpts, Value};
 
 use crate::blocking::{Blocking, Work};
+use crate::kernel::{Authority, WorkerStatus};
 use crate::url::Options;
-use crate::{Authority, WorkerStatus};
 
 /// The tables and procedures (authority/sql/mysql_v1.sql; schema version
 /// [`SCHEMA_VERSION`]).
@@ -40,9 +42,227 @@ const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 
 /// The MySQL / MariaDB authority. See the module docs.
 pub struct MysqlAuthority {
     opts: Opts,
+    /// `ssl-mode=PREFERRED`: the options without TLS, for a server that
+    /// does not offer it.
+    plain: Option<Opts>,
+    mode: SslMode,
+    /// Whether a connection was ever opened: until then a certificate or
+    /// TLS-setting mismatch is `Refused` (start-up fails at once, naming
+    /// it), after it `Unavailable` (a running generator keeps its grant
+    /// while the server's certificate is put right).
+    connected: Arc<AtomicBool>,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
     conn: Blocking<Conn>,
+}
+
+/// `ssl-mode`, with MySQL's meanings (`VERIFY_CA` is refused: the
+/// driver's rustls verifier cannot check a chain without its host name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    /// No TLS.
+    Disabled,
+    /// TLS when the server offers it, plain text when it does not; no
+    /// certificate check (the default without `ssl-ca`).
+    Preferred,
+    /// TLS or no connection; no certificate check.
+    Required,
+    /// TLS, the chain checked against `ssl-ca` and the host name against
+    /// the certificate (the default with `ssl-ca`).
+    VerifyIdentity,
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SslMode::Disabled => "DISABLED",
+            SslMode::Preferred => "PREFERRED",
+            SslMode::Required => "REQUIRED",
+            SslMode::VerifyIdentity => "VERIFY_IDENTITY",
+        })
+    }
+}
+
+/// The `ssl-mode` values grantid takes.
+const SSL_MODES: &str = "DISABLED, PREFERRED, REQUIRED, VERIFY_IDENTITY";
+
+/// The TLS options of a `mysql://` URL, spelled as MySQL's clients spell
+/// them (`mysql --ssl-mode`, MySQL Shell's `?ssl-mode=`).
+const TLS_OPTIONS: [&str; 4] = ["ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"];
+
+/// The driver's own TLS keys, refused for grantid's (which say what they
+/// check in MySQL's words).
+const DRIVER_TLS_KEYS: &[&str] = &[
+    "require_ssl",
+    "verify_ca",
+    "verify_identity",
+    "built_in_roots",
+];
+
+/// Takes [`TLS_OPTIONS`] out of a `mysql://` URL; returns the URL without
+/// them, the mode, and the driver's TLS settings (`None`: no TLS). The PEM
+/// files are read here.
+fn take_tls(url: &str) -> Result<(String, SslMode, Option<SslOpts>), Error> {
+    let invalid = |why: String| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("authority URL {:?}: {why}", crate::url::redact(url)),
+        )
+    };
+    let (rest, [mode, ca, cert, key]) = crate::tls::take_options(url, TLS_OPTIONS)?;
+    let query = rest.split_once('?').map_or("", |(_, q)| q);
+    for k in query
+        .split('&')
+        .map(|pair| pair.split_once('=').map_or(pair, |(k, _)| k))
+    {
+        if TLS_OPTIONS.contains(&k.replace('_', "-").as_str()) {
+            return Err(invalid(format!(
+                "{k}: write {} (MySQL's spelling)",
+                k.replace('_', "-")
+            )));
+        }
+        if DRIVER_TLS_KEYS.contains(&k) {
+            return Err(invalid(format!(
+                "{k} is the driver's TLS switch: write ssl-mode (one of {SSL_MODES}) and ssl-ca \
+                 instead"
+            )));
+        }
+    }
+    let mode = match mode.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None if ca.is_some() => SslMode::VerifyIdentity,
+        None | Some("PREFERRED") => SslMode::Preferred,
+        Some("DISABLED") => SslMode::Disabled,
+        Some("REQUIRED") => SslMode::Required,
+        Some("VERIFY_IDENTITY") => SslMode::VerifyIdentity,
+        Some("VERIFY_CA") => {
+            return Err(invalid(format!(
+                "ssl-mode=VERIFY_CA is not supported: the MySQL driver cannot check the \
+                 certificate's chain without its host name; write ssl-mode=VERIFY_IDENTITY \
+                 and connect by a name the server's certificate holds (or one of {SSL_MODES})"
+            )));
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "ssl-mode={other:?} is not one of {SSL_MODES}"
+            )));
+        }
+    };
+    if mode == SslMode::Disabled {
+        if let Some(k) = [(&ca, "ssl-ca"), (&cert, "ssl-cert"), (&key, "ssl-key")]
+            .iter()
+            .find_map(|(v, k)| v.is_some().then_some(*k))
+        {
+            return Err(invalid(format!(
+                "{k} with ssl-mode=DISABLED: DISABLED uses no TLS; drop one"
+            )));
+        }
+        return Ok((rest, mode, None));
+    }
+    let mut ssl = SslOpts::default();
+    match (&ca, mode) {
+        (Some(path), SslMode::VerifyIdentity) => {
+            crate::tls::roots_from_file(url, "ssl-ca", path)?;
+            let pem = crate::tls::read_pem(url, "ssl-ca", path, false)?;
+            // Only ssl-ca's CA, not the driver's built-in roots.
+            ssl = ssl
+                .with_root_certs(vec![pem.into()])
+                .with_disable_built_in_roots(true);
+        }
+        (None, SslMode::VerifyIdentity) => {
+            return Err(invalid(
+                "ssl-mode=VERIFY_IDENTITY needs the CA that signed the server's certificate: \
+                 ssl-ca=PATH (a PEM file; /etc/ssl/certs/ca-certificates.crt for a public CA)"
+                    .into(),
+            ));
+        }
+        (Some(_), _) => {
+            return Err(invalid(format!(
+                "ssl-ca with ssl-mode={mode}: {mode} checks no certificate; write \
+                 ssl-mode=VERIFY_IDENTITY to check it against ssl-ca"
+            )));
+        }
+        // (The driver still builds its verifier from its built-in roots,
+        // and uses only its check of the handshake's signatures.)
+        (None, _) => ssl = ssl.with_danger_accept_invalid_certs(true),
+    }
+    match (&cert, &key) {
+        (Some(c), Some(k)) => {
+            crate::tls::certificates(url, "ssl-cert", c)?;
+            crate::tls::private_key(url, "ssl-key", k)?;
+            ssl = ssl.with_client_identity(Some(ClientIdentity::new(
+                crate::tls::read_pem(url, "ssl-cert", c, false)?.into(),
+                crate::tls::read_pem(url, "ssl-key", k, true)?.into(),
+            )));
+        }
+        (None, None) => {}
+        _ => {
+            return Err(invalid(
+                "ssl-cert and ssl-key go together: the client certificate and its private key"
+                    .into(),
+            ));
+        }
+    }
+    // The driver builds its rustls configuration with the process's
+    // default provider.
+    crate::tls::install_default_provider();
+    Ok((rest, mode, Some(ssl)))
+}
+
+/// MySQL's refusal of a connection without TLS
+/// (`require_secure_transport = ON`, ER_SECURE_TRANSPORT_REQUIRED).
+const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+
+/// ER_ACCESS_DENIED_ERROR: also MariaDB's answer to a connection without
+/// TLS when it requires TLS.
+const ACCESS_DENIED: u16 = 1045;
+
+/// A failed connection as an answer: a certificate check, a server without
+/// TLS for a mode that needs it, or MySQL requiring TLS from
+/// `ssl-mode=DISABLED` is a setting to change, `Refused` until the
+/// authority has once connected; anything else is `Unavailable`.
+fn connect_error(e: &mysql_async::Error, mode: SslMode, connected_before: bool) -> GrantError {
+    use mysql_async::Error::{Driver, Server};
+    let setting = crate::tls::certificate_failure(e)
+        .map(|why| format!("TLS: {why} (ssl-mode={mode})"))
+        .or_else(|| match e {
+            Driver(DriverError::NoClientSslFlagFromServer) => Some(format!(
+                "ssl-mode={mode} needs TLS and the server does not offer it (set its ssl_cert \
+                 and ssl_key, or write ssl-mode=PREFERRED)"
+            )),
+            Server(s) if s.code == SECURE_TRANSPORT_REQUIRED => Some(format!(
+                "{e} (the server requires TLS: write ssl-mode=VERIFY_IDENTITY with ssl-ca, or \
+                 REQUIRED)"
+            )),
+            _ => None,
+        });
+    match (setting, e) {
+        (Some(why), _) if !connected_before => {
+            GrantError::Refused(format!("mysql: cannot connect: {why}"))
+        }
+        (Some(why), _) => unavailable("cannot connect", why),
+        // A wrong password, or MariaDB requiring TLS: retried, as any
+        // refusal of a user may be put right on the server.
+        (None, Server(s)) if s.code == ACCESS_DENIED && mode == SslMode::Disabled => unavailable(
+            "cannot connect",
+            format!(
+                "{e} (with ssl-mode=DISABLED: MariaDB answers so when it requires TLS, \
+                 require_secure_transport = ON; then write ssl-mode=VERIFY_IDENTITY with ssl-ca, \
+                 or REQUIRED)"
+            ),
+        ),
+        (None, _) => unavailable("cannot connect", e),
+    }
+}
+
+/// Connects with `opts`; for `ssl-mode=PREFERRED`, again with `plain` when
+/// the server does not offer TLS.
+async fn connect(opts: Opts, plain: Option<Opts>) -> Result<Conn, mysql_async::Error> {
+    match (Conn::new(opts).await, plain) {
+        (Err(mysql_async::Error::Driver(DriverError::NoClientSslFlagFromServer)), Some(plain)) => {
+            Conn::new(plain).await
+        }
+        (other, _) => other,
+    }
 }
 
 impl std::fmt::Debug for MysqlAuthority {
@@ -224,26 +444,47 @@ impl MysqlAuthority {
                 format!("authority URL {:?}: {why}", crate::url::redact(url)),
             )
         };
-        let opts = Opts::from_url(url).map_err(|e| invalid(e.to_string()))?;
+        let (driver_url, mode, ssl) = take_tls(url)?;
+        let opts = Opts::from_url(&driver_url).map_err(|e| invalid(e.to_string()))?;
         if opts.db_name().is_none_or(str::is_empty) {
             return Err(invalid(
                 "no database: expected mysql://USER@HOST:PORT/DATABASE".into(),
             ));
         }
         let lock_wait = options.timeout.as_millis().div_ceil(1000).max(1);
-        let opts: Opts = OptsBuilder::from_opts(opts)
+        let plain: Opts = OptsBuilder::from_opts(opts)
             .tcp_nodelay(true)
             .prefer_socket(false)
             .init(vec![format!(
                 "SET SESSION innodb_lock_wait_timeout = {lock_wait}"
             )])
             .into();
+        let opts: Opts = OptsBuilder::from_opts(plain.clone()).ssl_opts(ssl).into();
         Ok(MysqlAuthority {
             opts,
+            plain: (mode == SslMode::Preferred).then_some(plain),
+            mode,
+            connected: Arc::new(AtomicBool::new(false)),
             options,
             clock: None,
             conn: Blocking::new("mysql"),
         })
+    }
+
+    /// Another session on the same server, with a connection of its own:
+    /// what the process knows of the server (that it once connected, so a
+    /// certificate failure is then `Unavailable`, not `Refused`) is shared,
+    /// as `open_sessions` promises.
+    pub(crate) fn sibling(&self) -> MysqlAuthority {
+        MysqlAuthority {
+            opts: self.opts.clone(),
+            plain: self.plain.clone(),
+            mode: self.mode,
+            connected: Arc::clone(&self.connected),
+            options: self.options.clone(),
+            clock: self.clock.clone(),
+            conn: Blocking::new("mysql"),
+        }
     }
 
     /// Replaces the server's clock by `clock` (passed as `p_now_ms`): for
@@ -269,6 +510,8 @@ impl MysqlAuthority {
         op: impl for<'a> FnOnce(&'a mut Conn) -> Work<'a, T> + Send + 'static,
     ) -> Result<T, GrantError> {
         let opts = self.opts.clone();
+        let plain = self.plain.clone();
+        let (mode, connected) = (self.mode, Arc::clone(&self.connected));
         let lock_secs = self.lock_secs();
         self.conn.call(
             self.options.timeout,
@@ -277,9 +520,10 @@ impl MysqlAuthority {
                 let conn = match slot {
                     Some(c) => c,
                     None => {
-                        let mut c = Conn::new(opts)
-                            .await
-                            .map_err(|e| unavailable("cannot connect", e))?;
+                        let mut c = connect(opts, plain).await.map_err(|e| {
+                            connect_error(&e, mode, connected.load(Ordering::Acquire))
+                        })?;
+                        connected.store(true, Ordering::Release);
                         prepare(&mut c, lock_secs).await?;
                         slot.insert(c)
                     }
@@ -332,7 +576,7 @@ impl GrantSource for MysqlAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_sql_request(request, "MySQL")?;
+        crate::kernel::check_sql_request(request, "MySQL")?;
         let l = request.layout;
         let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
         let params: Vec<Value> = vec![

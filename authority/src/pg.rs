@@ -30,9 +30,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::Blocking;
+use crate::kernel::{Authority, WorkerStatus};
 use crate::protocol::{self, SqlValue};
 use crate::url::Options;
-use crate::{Authority, WorkerStatus};
 
 /// The schema and functions (authority/sql/v1.sql; schema version 4).
 pub const SQL_V1: &str = include_str!("../sql/v1.sql");

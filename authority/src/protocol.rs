@@ -107,7 +107,7 @@ pub fn redis_acquire(
     options: &Options,
     now_ms: Option<u64>,
 ) -> Result<ScriptCall, GrantError> {
-    crate::check_namespace(&request.namespace)?;
+    crate::kernel::check_namespace(&request.namespace)?;
     let l = request.layout;
     if l.timestamp_bits() > REDIS_MAX_TIMESTAMP_BITS
         || l.epoch_ms() > 1 << 53
@@ -181,7 +181,7 @@ pub fn postgres_acquire(
     options: &Options,
     now_ms: Option<u64>,
 ) -> Result<SqlCall, GrantError> {
-    crate::check_sql_request(request, "PostgreSQL")?;
+    crate::kernel::check_sql_request(request, "PostgreSQL")?;
     let l = request.layout;
     let int8 = |v: u64| SqlValue::Int8(v as i64);
     Ok(SqlCall {

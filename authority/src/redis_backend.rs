@@ -18,9 +18,9 @@ use redis::{Client, Connection, Script};
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
+use crate::kernel::{Authority, WorkerStatus};
 use crate::protocol::{self, REDIS_STORE_KEY as STORE_KEY, redis_key_prefix as key_prefix};
 use crate::url::Options;
-use crate::{Authority, WorkerStatus};
 
 /// The script, version 1 (authority/lua/v1.lua).
 pub const LUA_V1: &str = include_str!("../lua/v1.lua");

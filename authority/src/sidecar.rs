@@ -2,8 +2,8 @@
 //! `static:N?state=PATH`; docs/AUTHORITIES.md, "State loss").
 //!
 //! A state file carries a [`StoreMark`]: a random identity made when the
-//! file is created, a write serial (+1 per write), an epoch (+1 per
-//! quarantine) and a quarantine time. Beside it, in a directory of the
+//! file is created, a write serial (+1 per write), a quarantine count
+//! (+1 per quarantine) and a quarantine time. Beside it, in a directory of the
 //! host's memory that no backup restores and that ends with the host's
 //! processes (`/dev/shm`), a sidecar records what the processes of this
 //! host last wrote: the identity, the serial, and the end (Unix ms) of the
@@ -37,9 +37,10 @@ pub(crate) struct StoreMark {
     /// +1 per write of the file.
     #[serde(default)]
     pub serial: u64,
-    /// +1 per quarantine.
-    #[serde(default)]
-    pub epoch: u64,
+    /// +1 per quarantine (stored as `epoch`, the name older versions
+    /// read).
+    #[serde(default, rename = "epoch")]
+    pub quarantines: u64,
     /// Unix ms: no grant before it.
     #[serde(default)]
     pub quarantine_until_ms: u64,
@@ -175,7 +176,7 @@ impl Sidecar {
             Some(_) => None,
         };
         if let Some(why) = lost {
-            out.epoch += 1;
+            out.quarantines += 1;
             out.quarantine_until_ms = out.quarantine_until_ms.max(seen.until_ms);
             out.reason = Some(format!(
                 "{why}, while an interval granted from it may run until Unix ms {}",
@@ -250,7 +251,7 @@ pub(crate) fn quarantine(
         .saturating_add(options.max_lead_ms)
         .max(latest_end_ms)
         .saturating_add(options.clock_skew_ms);
-    mark.epoch += 1;
+    mark.quarantines += 1;
     mark.quarantine_until_ms = mark.quarantine_until_ms.max(until);
     mark.reason = Some(reason);
     mark.quarantine_until_ms

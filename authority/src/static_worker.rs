@@ -34,11 +34,11 @@ use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSou
 use serde::{Deserialize, Serialize};
 
 use crate::forklocal::ForkLocal;
+use crate::kernel::{Authority, WorkerStatus};
 use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile;
 use crate::sidecar::{self, Sidecar, StoreMark};
 use crate::url::Options;
-use crate::{Authority, WorkerStatus};
 
 /// How far ahead of its clock a process without a state file starts worker
 /// N, in ms (plus one tick): the generator's default `max_drift`
@@ -143,12 +143,10 @@ impl StaticAuthority {
 
     /// Applies the rule; also returns how long to wait before answering
     /// (the lead of a process without a state file, see the module docs).
-    fn grant(
-        &self,
-        marks: &mut Marks,
-        request: &GrantRequest,
-        bare: bool,
-    ) -> Result<(Grant, Duration), GrantError> {
+    ///
+    /// What can never be granted is refused first, before any quarantine
+    /// (as the rule does: a start-up with a wrong layout fails at once).
+    fn refusal(&self, marks: &Marks, request: &GrantRequest) -> Result<(), GrantError> {
         let layout = request.layout;
         if u64::from(self.worker) >= layout.worker_count() {
             return Err(GrantError::Refused(format!(
@@ -165,6 +163,25 @@ impl StaticAuthority {
                 self.worker
             )));
         }
+        if let Some(mark) = marks.marks.get(&key(&request.namespace, self.worker))
+            && mark.layout.layout().ok() != Some(layout)
+        {
+            return Err(GrantError::Refused(format!(
+                "namespace {:?} is registered with another layout",
+                request.namespace
+            )));
+        }
+        Ok(())
+    }
+
+    fn grant(
+        &self,
+        marks: &mut Marks,
+        request: &GrantRequest,
+        bare: bool,
+    ) -> Result<(Grant, Duration), GrantError> {
+        let layout = request.layout;
+        self.refusal(marks, request)?;
         let now = layout.tick_at(self.clock.now_ms());
         let grace = self.options.lease_grace_ms.div_ceil(layout.tick_ms());
         let k = key(&request.namespace, self.worker);
@@ -182,12 +199,6 @@ impl StaticAuthority {
             holder: None,
             lease_expiry: 0,
         });
-        if mark.layout.layout().ok() != Some(layout) {
-            return Err(GrantError::Refused(format!(
-                "namespace {:?} is registered with another layout",
-                request.namespace
-            )));
-        }
         if bare
             && let Some(h) = mark.holder
             && h != request.incarnation
@@ -271,7 +282,10 @@ impl StaticAuthority {
             side.record(&marks.store, until_ms);
             Ok::<(), GrantError>(())
         };
-        if let Err(e) = sidecar::gate(&marks.store, now_ms, request.worker) {
+        if let Err(e) = self
+            .refusal(&marks, request)
+            .and_then(|()| sidecar::gate(&marks.store, now_ms, request.worker))
+        {
             if changed {
                 write(&mut marks, 0)?;
             }
@@ -299,7 +313,7 @@ impl StaticAuthority {
 
 impl GrantSource for StaticAuthority {
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
-        crate::check_namespace(&request.namespace)?;
+        crate::kernel::check_namespace(&request.namespace)?;
         if self.state.is_none() && std::process::id() != self.owner_pid {
             return Err(GrantError::Lost(format!(
                 "static worker {} without a state file belongs to process {}; a forked \

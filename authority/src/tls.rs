@@ -1,5 +1,5 @@
-//! TLS for the PostgreSQL and Redis authorities: rustls with the ring
-//! provider (no OpenSSL at build or run time).
+//! TLS for the PostgreSQL, Redis, MySQL and etcd authorities: rustls with
+//! the ring provider (no OpenSSL at build or run time).
 //!
 //! Certificates and keys are read from PEM files when the URL is opened, so
 //! a missing or unreadable file is `InvalidArgument` at once, never a
@@ -16,9 +16,14 @@
 //! | `verify-ca` | yes | checked | no |
 //! | `verify-full` | yes | checked | checked |
 
-// A build with one of the two backends leaves the other's helpers unused.
+// A build without some of the backends leaves their helpers unused.
 #![cfg_attr(
-    not(all(feature = "postgres", feature = "redis")),
+    not(all(
+        feature = "postgres",
+        feature = "redis",
+        feature = "mysql",
+        feature = "etcd"
+    )),
     allow(dead_code, unused_imports)
 )]
 
@@ -59,6 +64,35 @@ pub(crate) fn decoded(value: &str) -> String {
     percent_encoding::percent_decode_str(value)
         .decode_utf8_lossy()
         .into_owned()
+}
+
+/// Takes the options `keys` out of `url`'s query: the URL without them,
+/// and their values (`%XX`-decoded; an empty one refused) in `keys`' order.
+pub(crate) fn take_options<const N: usize>(
+    url: &str,
+    keys: [&str; N],
+) -> Result<(String, [Option<String>; N]), Error> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept = Vec::new();
+    let mut values = [const { None }; N];
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let Some(i) = keys.iter().position(|key| *key == k) else {
+            kept.push(pair);
+            continue;
+        };
+        let v = decoded(v);
+        if v.is_empty() {
+            return Err(invalid(url, format!("{k}= needs a value")));
+        }
+        values[i] = Some(v);
+    }
+    let rest = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((rest, values))
 }
 
 /// Reads a PEM file named by `option`; `secret` keeps its path out of the
@@ -155,6 +189,49 @@ pub(crate) fn system_roots(url: &str, option: &str) -> Result<RootCertStore, Err
         ));
     }
     Ok(roots)
+}
+
+/// The certificate check that failed a connection, if one did: the
+/// server's certificate failed ours (an unknown CA, another name, expired),
+/// or the server refused ours (none, or one it does not trust). Walks the
+/// error's causes, into `std::io::Error`s (whose `source` skips the error
+/// they wrap). A failure a configuration change must fix: the backends
+/// answer it `Refused` until they have once connected (docs/reference/mysql.md
+/// and etcd.md, "Connecting securely").
+pub(crate) fn certificate_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::AlertDescription as A;
+    let mut next = Some(e);
+    while let Some(err) = next {
+        match err.downcast_ref::<rustls::Error>() {
+            Some(tls @ rustls::Error::InvalidCertificate(_)) => {
+                return Some(format!("the server's certificate: {tls}"));
+            }
+            Some(
+                tls @ rustls::Error::AlertReceived(
+                    A::CertificateRequired
+                    | A::BadCertificate
+                    | A::UnknownCA
+                    | A::CertificateExpired
+                    | A::CertificateRevoked
+                    | A::CertificateUnknown
+                    | A::UnsupportedCertificate,
+                ),
+            ) => {
+                return Some(format!(
+                    "the server refused this client's certificate: {tls}"
+                ));
+            }
+            _ => {}
+        }
+        next = match err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
+    }
+    None
 }
 
 /// What is checked of the server's certificate.
@@ -326,27 +403,8 @@ const PG_SSLMODES: &str = "disable, prefer, require, verify-ca, verify-full";
 #[cfg(feature = "postgres")]
 pub(crate) fn postgres(url: &str) -> Result<(String, PgTls), Error> {
     use tokio_postgres::config::SslMode;
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut kept = Vec::new();
-    let (mut mode, mut rootcert, mut cert, mut key) = (None, None, None, None);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let slot = match k {
-            "sslmode" => &mut mode,
-            "sslrootcert" => &mut rootcert,
-            "sslcert" => &mut cert,
-            "sslkey" => &mut key,
-            _ => {
-                kept.push(pair);
-                continue;
-            }
-        };
-        let v = decoded(v);
-        if v.is_empty() {
-            return Err(invalid(url, format!("{k}= needs a value")));
-        }
-        *slot = Some(v);
-    }
+    let (driver_url, [mode, rootcert, cert, key]) =
+        take_options(url, ["sslmode", "sslrootcert", "sslcert", "sslkey"])?;
     let system = rootcert.as_deref() == Some("system");
     // libpq 16: sslrootcert=system makes verify-full the default, and
     // refuses a weaker mode (the system's roots vouch for names, not for
@@ -418,13 +476,8 @@ pub(crate) fn postgres(url: &str) -> Result<(String, PgTls), Error> {
     // ALPN "postgresql": what PostgreSQL 17 requires for
     // sslnegotiation=direct; older servers ignore it.
     let config = client_config(url, roots, verify, client, &[b"postgresql"])?;
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
     Ok((
-        url,
+        driver_url,
         PgTls {
             mode: ssl_mode,
             config,

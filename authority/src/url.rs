@@ -1,6 +1,6 @@
 //! Authority URLs: `file:PATH`, `static:N`, `static:env:VAR`,
-//! `postgres://...`, `mysql://...`, `redis://...`, `etcd://...` and
-//! `grpc://...`, each with optional `?key=value` options
+//! `postgres://...`, `mysql://...`, `redis://...`, `etcd://...`,
+//! `etcds://...`, `grpc://...` and `grpcs://...`, each with optional `?key=value` options
 //! (docs/reference/urls.md).
 
 use std::path::PathBuf;
@@ -25,8 +25,10 @@ pub const DEFAULT_CLOCK_SKEW_MS: u64 = 1_000;
 /// Default cap on the Redis grant log stream (approximate, `XADD MAXLEN ~`).
 pub const DEFAULT_REDIS_LOG_MAX: u64 = 1_000_000;
 
-/// Every scheme, for the messages that name them.
-const SCHEMES: &str = "file:, static:, postgres://, mysql://, redis://, etcd://, grpc://";
+/// Every scheme an authority URL may have, as messages and help texts list
+/// them.
+pub const SCHEMES: &str =
+    "file:, static:, postgres://, mysql://, redis://, etcd://, etcds://, grpc://, grpcs://";
 
 /// grantid's own options, the keys [`apply_option`] takes (`log_max` only
 /// on `redis://`).
@@ -43,9 +45,15 @@ const GRANTID_OPTIONS: &[&str] = &[
 /// `user`, `pass` for `redis+unix:`); any other key is refused.
 const REDIS_DRIVER_OPTIONS: &[&str] = &["protocol", "db", "user", "pass"];
 
-/// grantid's TLS options of `rediss://` (PEM files: the CA, the client
-/// certificate and its key), read by authority/src/redis_backend.rs.
+/// grantid's TLS options of `rediss://` and `etcds://` (PEM files: the CA,
+/// the client certificate and its key), read by authority/src/redis_backend.rs
+/// and authority/src/etcd.rs.
 pub(crate) const REDIS_TLS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key"];
+
+/// grantid's options of `grpcs://` (PEM files: the CA, the client
+/// certificate and its key; a file holding the bearer token), read by
+/// authority/src/grpc.rs.
+pub(crate) const GRPCS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key", "token_file"];
 
 /// The backend named by a URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,11 +73,38 @@ pub enum Target {
     Redis(String),
     /// `grpc://HOST:PORT`: a grantid server's GrantService.
     Grpc(String),
+    /// `grpcs://HOST:PORT[?OPTIONS]`: the same over TLS; the address with
+    /// its TLS and token options ([`GRPCS_OPTIONS`]), `?`-separated.
+    Grpcs(String),
     /// A `mysql://` (or `mariadb://`) URL, as `mysql://` (without grantid's
     /// options).
     Mysql(String),
     /// `etcd://HOST:PORT[,HOST:PORT...]`: the endpoints.
     Etcd(Vec<String>),
+    /// `etcds://HOST:PORT[,HOST:PORT...]`: the endpoints, over TLS.
+    Etcds(Vec<String>, TlsFiles),
+}
+
+/// The PEM files of `etcds://`'s `tls_ca`, `tls_cert` and `tls_key`
+/// (`%XX` decoded); its `Debug` hides the key's path.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA certificates to trust (`None`: the system's roots).
+    pub ca: Option<String>,
+    /// The client certificate.
+    pub cert: Option<String>,
+    /// The client certificate's private key.
+    pub key: Option<String>,
+}
+
+impl std::fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsFiles")
+            .field("ca", &self.ca)
+            .field("cert", &self.cert)
+            .field("key", &self.key.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 /// Which processes can share the authority a URL names: what it remembers
@@ -96,8 +131,10 @@ impl Target {
             Target::Postgres(_)
             | Target::Redis(_)
             | Target::Grpc(_)
+            | Target::Grpcs(_)
             | Target::Mysql(_)
-            | Target::Etcd(_) => Scope::Fleet,
+            | Target::Etcd(_)
+            | Target::Etcds(..) => Scope::Fleet,
         }
     }
 }
@@ -155,7 +192,8 @@ fn invalid(url: &str, why: impl std::fmt::Display) -> Error {
 /// `url` with its secrets masked, for messages and logs: the password of
 /// the user information (`postgres://app:***@host/db`) and the values of
 /// `password=` / `pass=` query options and of the private keys' paths
-/// (`sslkey=`, `tls_key=`, and `sslpassword=`, which is refused).
+/// (`sslkey=`, `tls_key=`, `ssl-key=`, `token_file=`, and `sslpassword=`, which is
+/// refused).
 pub fn redact(url: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -193,7 +231,13 @@ pub fn redact(url: &str) -> String {
                 Some((k, _))
                     if matches!(
                         k,
-                        "password" | "pass" | "sslpassword" | "sslkey" | "tls_key"
+                        "password"
+                            | "pass"
+                            | "sslpassword"
+                            | "sslkey"
+                            | "tls_key"
+                            | "ssl-key"
+                            | "token_file"
                     ) =>
                 {
                     format!("{k}=***")
@@ -394,10 +438,26 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
             let kept = strip_options(url, scheme, &mut options)?;
             Target::Mysql(format!("mysql:{}", &kept[scheme.len() + 1..]))
         }
-        "etcd" => {
+        "etcd" | "etcds" => {
             let addrs = rest.strip_prefix("//").unwrap_or_default();
             let (addrs, query) = split_query(addrs);
-            take_options(url, scheme, query, &mut options, &[])?;
+            let mut files = TlsFiles::default();
+            for (k, v) in take_options(url, scheme, query, &mut options, REDIS_TLS_OPTIONS)? {
+                if scheme != "etcds" {
+                    return Err(invalid(url, format!("{k} applies to etcds:// only (TLS)")));
+                }
+                let v = percent_encoding::percent_decode_str(&v)
+                    .decode_utf8_lossy()
+                    .into_owned();
+                if v.is_empty() {
+                    return Err(invalid(url, format!("{k}= needs the path of a PEM file")));
+                }
+                *match k.as_str() {
+                    "tls_ca" => &mut files.ca,
+                    "tls_cert" => &mut files.cert,
+                    _ => &mut files.key,
+                } = Some(v);
+            }
             let endpoints: Vec<String> = addrs.split(',').map(str::to_owned).collect();
             for e in &endpoints {
                 let ok = e.rsplit_once(':').is_some_and(|(host, port)| {
@@ -406,20 +466,41 @@ pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
                 if !ok {
                     return Err(invalid(
                         url,
-                        format!("endpoint {e:?}: expected etcd://HOST:PORT[,HOST:PORT...]"),
+                        format!("endpoint {e:?}: expected {scheme}://HOST:PORT[,HOST:PORT...]"),
                     ));
                 }
             }
-            Target::Etcd(endpoints)
+            if scheme == "etcds" {
+                Target::Etcds(endpoints, files)
+            } else {
+                Target::Etcd(endpoints)
+            }
         }
-        "grpc" => {
+        "grpc" | "grpcs" => {
             let addr = rest.strip_prefix("//").unwrap_or_default();
             let (addr, query) = split_query(addr);
-            take_options(url, scheme, query, &mut options, &[])?;
+            let tls = take_options(url, scheme, query, &mut options, GRPCS_OPTIONS)?;
             if addr.is_empty() {
-                return Err(invalid(url, "expected grpc://HOST:PORT"));
+                return Err(invalid(url, format!("expected {scheme}://HOST:PORT")));
             }
-            Target::Grpc(addr.to_owned())
+            if scheme == "grpc" {
+                if let Some((k, _)) = tls.first() {
+                    return Err(invalid(
+                        url,
+                        format!(
+                            "{k} applies to grpcs:// only (TLS; a token is never sent in the clear)"
+                        ),
+                    ));
+                }
+                Target::Grpc(addr.to_owned())
+            } else {
+                let kept: Vec<String> = tls.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                Target::Grpcs(if kept.is_empty() {
+                    addr.to_owned()
+                } else {
+                    format!("{addr}?{}", kept.join("&"))
+                })
+            }
         }
         other => {
             return Err(invalid(
@@ -535,6 +616,45 @@ fn apply_option(
 mod tests {
     use super::*;
 
+    /// The schemes that messages and `--authority`'s help list are the
+    /// schemes the parser has targets for: a new target does not compile
+    /// here until it is named, and then fails until SCHEMES lists it.
+    #[test]
+    fn schemes_lists_every_target() {
+        let examples = [
+            "file:/x",
+            "static:1",
+            "postgres://h/db",
+            "redis://h",
+            "grpc://h:1",
+            "grpcs://h:1",
+            "mysql://u@h/db",
+            "etcd://h:1",
+            "etcds://h:1",
+        ];
+        let listed: Vec<&str> = SCHEMES.split(", ").collect();
+        let mut named = Vec::new();
+        for url in examples {
+            let scheme = match parse(url).unwrap().target {
+                Target::File(_) => "file:",
+                Target::Static { .. } => "static:",
+                Target::Postgres(_) => "postgres://",
+                Target::Redis(_) => "redis://",
+                Target::Grpc(_) => "grpc://",
+                Target::Grpcs(_) => "grpcs://",
+                Target::Mysql(_) => "mysql://",
+                Target::Etcd(_) => "etcd://",
+                Target::Etcds(..) => "etcds://",
+            };
+            assert!(listed.contains(&scheme), "SCHEMES lacks {scheme}");
+            named.push(scheme);
+        }
+        named.sort_unstable();
+        let mut listed = listed;
+        listed.sort_unstable();
+        assert_eq!(named, listed, "SCHEMES names a scheme no target has");
+    }
+
     #[test]
     fn good_urls() {
         let u = parse("file:/tmp/x.json?lease_grace_ms=7").unwrap();
@@ -583,6 +703,16 @@ mod tests {
             Target::Redis("rediss://h:1/0?tls_ca=/ca.pem#insecure".into())
         );
         assert_eq!(r.options.timeout, Duration::from_millis(9));
+        let g = parse("grpcs://ids:50051?timeout_ms=9&tls_ca=/ca.pem&token_file=/t").unwrap();
+        assert_eq!(
+            g.target,
+            Target::Grpcs("ids:50051?tls_ca=/ca.pem&token_file=/t".into())
+        );
+        assert_eq!(g.options.timeout, Duration::from_millis(9));
+        assert_eq!(
+            parse("grpcs://ids:50051").unwrap().target,
+            Target::Grpcs("ids:50051".into())
+        );
     }
 
     #[test]
@@ -597,12 +727,30 @@ mod tests {
             Target::Etcd(vec!["10.0.0.1:2379".into(), "10.0.0.2:2379".into()])
         );
         assert_eq!(e.options.clock_skew_ms, 5);
+        assert_eq!(
+            parse("etcds://h:1,h:2?tls_ca=/a%20b.pem&timeout_ms=9")
+                .unwrap()
+                .target,
+            Target::Etcds(
+                vec!["h:1".into(), "h:2".into()],
+                TlsFiles {
+                    ca: Some("/a b.pem".into()),
+                    ..TlsFiles::default()
+                }
+            )
+        );
         for (url, needle) in [
             ("etcd://", "expected etcd://HOST:PORT"),
             ("etcd://h", "expected etcd://HOST:PORT"),
             ("etcd://h:1,", "expected etcd://HOST:PORT"),
             ("etcd://h:1/x", "expected etcd://HOST:PORT"),
             ("etcd://h:1?bogus=1", "unknown option"),
+            (
+                "etcd://h:1?tls_ca=/ca.pem",
+                "tls_ca applies to etcds:// only",
+            ),
+            ("etcds://h:1?tls_key=", "tls_key= needs the path"),
+            ("etcds://h", "expected etcds://HOST:PORT"),
             ("mysql:db", "expected mysql://"),
         ] {
             let err = parse(url).unwrap_err();
@@ -647,7 +795,21 @@ mod tests {
             redact("rediss://:pw@h/0?tls_ca=/ca.pem&tls_key=/k.pem"),
             "rediss://:***@h/0?tls_ca=/ca.pem&tls_key=***"
         );
+        assert_eq!(
+            redact("mysql://app:pw@h/db?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-key=/k.pem"),
+            "mysql://app:***@h/db?ssl-mode=VERIFY_IDENTITY&ssl-ca=/ca.pem&ssl-key=***"
+        );
+        assert_eq!(
+            redact("etcds://h:1,h:2?tls_ca=/ca.pem&tls_key=/k.pem"),
+            "etcds://h:1,h:2?tls_ca=/ca.pem&tls_key=***"
+        );
+        let files = parse("etcds://h:1?tls_cert=/c.pem&tls_key=/secret/k.pem").unwrap();
+        assert!(!format!("{files:?}").contains("/secret/k.pem"), "{files:?}");
         assert_eq!(redact("redis://h/0"), "redis://h/0");
+        assert_eq!(
+            redact("grpcs://h:1?tls_key=/k.pem&token_file=/run/t"),
+            "grpcs://h:1?tls_key=***&token_file=***"
+        );
         let e = parse("postgres://app:s3cret@h/db?bogus&timeout_ms=x").unwrap_err();
         assert!(!e.message().contains("s3cret"), "{e}");
     }
@@ -689,9 +851,19 @@ mod tests {
     fn bad_urls_name_the_problem() {
         for (url, needle) in [
             ("nothing", "no scheme"),
-            ("nothing", "grpc://)"),
+            ("nothing", "grpcs://)"),
             ("ftp://x", "unknown scheme"),
-            ("ftp://x", "grpc://)"),
+            ("ftp://x", "grpcs://)"),
+            (
+                "grpc://h:1?tls_ca=/ca.pem",
+                "tls_ca applies to grpcs:// only",
+            ),
+            (
+                "grpc://h:1?token_file=/t",
+                "token_file applies to grpcs:// only",
+            ),
+            ("grpcs://?tls_ca=/ca.pem", "expected grpcs://HOST:PORT"),
+            ("grpcs://h:1?sslmode=disable", "unknown option"),
             ("static:", "not a worker number"),
             ("static:-1", "not a worker number"),
             ("static:99999999999", "32 bits"),

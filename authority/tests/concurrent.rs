@@ -170,7 +170,7 @@ fn file_threads_and_processes() {
     assert_covered(&url, &ns, &grants);
 }
 
-/// The authority's high-water marks and fencing epochs cover every grant.
+/// The authority's high-water marks and fencing tokens cover every grant.
 fn assert_covered(url: &str, ns: &str, grants: &[Grant]) {
     let status = grantid_authority::open(url)
         .unwrap()

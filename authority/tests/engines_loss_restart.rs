@@ -151,18 +151,31 @@ fn etcd_quarantines_new_state_a_fence_another_cluster_and_a_revision_that_went_b
     // A store record from another cluster.
     std::thread::sleep(Duration::from_millis(600));
     authority.acquire(&req(31)).unwrap();
-    let put = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints=127.0.0.1:{}", server.port))
-        .args([
-            "put",
-            "grantid/store",
-            r#"{"cluster_id":12345,"epoch":9,"quarantine_until_ms":0,"reason":"copied"}"#,
-        ])
-        .output()
-        .unwrap();
-    assert!(put.status.success(), "{put:?}");
+    let copied_from = |cluster_id: u64| {
+        let record = format!(
+            r#"{{"cluster_id":{cluster_id},"epoch":9,"quarantine_until_ms":0,"reason":"copied"}}"#
+        );
+        let put = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints=127.0.0.1:{}", server.port))
+            .args(["put", "grantid/store", &record])
+            .output()
+            .unwrap();
+        assert!(put.status.success(), "{put:?}");
+    };
+    copied_from(12345);
     waits(open(&url).unwrap().acquire(&req(32)), "cluster id changed");
+    // When a loss is found, another layout is still refused first.
+    copied_from(54321);
+    let other = grantid::GrantRequest {
+        layout: Layout::new(41, 9, 13).unwrap(),
+        ..req(33)
+    };
+    let r = open(&url).unwrap().acquire(&other);
+    assert!(
+        matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")),
+        "{r:?}"
+    );
 }
 
 #[cfg(feature = "etcd")]

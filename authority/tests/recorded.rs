@@ -17,117 +17,14 @@
 
 mod common;
 
+use common::stores::stores;
 use grantid::{GrantError, GrantSource, Layout};
 use grantid_authority::open;
-
-/// One store of the test, and what removes it.
-struct Store {
-    name: &'static str,
-    url: String,
-    _guard: Option<Box<dyn std::any::Any>>,
-}
-
-/// A PostgreSQL database dropped at the end.
-struct PgDatabase {
-    admin: postgres::Client,
-    name: String,
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let _ = self
-            .admin
-            .batch_execute(&format!("DROP DATABASE {} WITH (FORCE)", self.name));
-    }
-}
-
-/// A MariaDB database dropped at the end.
-struct MysqlDatabase {
-    server: String,
-    name: String,
-}
-
-impl Drop for MysqlDatabase {
-    fn drop(&mut self) {
-        common::mariadb_cli(&self.server, &format!("DROP DATABASE {}", self.name));
-    }
-}
 
 /// `url` with the query option `option` added.
 fn with(url: &str, option: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}{option}")
-}
-
-/// Stores of every engine this machine has, each used by this test alone
-/// and declared a new deployment. `redis_db` picks the test's Redis
-/// database index.
-fn stores(tag: &str, redis_db: u8) -> Vec<Store> {
-    let mut out = vec![
-        Store {
-            name: "file",
-            url: format!("file:{}", common::temp_path(tag).display()),
-            _guard: None,
-        },
-        Store {
-            name: "static",
-            url: format!("static:1?state={}", common::temp_path(tag).display()),
-            _guard: None,
-        },
-    ];
-    let db = format!("grantid_{tag}_{:x}", common::random() >> 16);
-    if let Some(url) = common::postgres_url() {
-        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        admin
-            .batch_execute(&format!("CREATE DATABASE {db}"))
-            .unwrap();
-        let base = url.split('?').next().unwrap();
-        out.push(Store {
-            name: "postgres",
-            url: format!("{}/{db}", base.rsplit_once('/').unwrap().0),
-            _guard: Some(Box::new(PgDatabase {
-                admin,
-                name: db.clone(),
-            })),
-        });
-    }
-    if let Some(url) = common::redis_url() {
-        let url = format!("{}/{redis_db}", url.trim_end_matches('/'));
-        let client = redis::Client::open(url.as_str()).unwrap();
-        let mut c = client.get_connection().unwrap();
-        redis::cmd("FLUSHDB").query::<()>(&mut c).unwrap();
-        out.push(Store {
-            name: "redis",
-            url,
-            _guard: None,
-        });
-    }
-    if let Some(url) = common::mysql_url() {
-        common::mariadb_cli(&url, &format!("CREATE DATABASE {db}"));
-        let base = url.split('?').next().unwrap();
-        out.push(Store {
-            name: "mysql",
-            url: format!("{}/{db}", base.rsplit_once('/').unwrap().0),
-            _guard: Some(Box::new(MysqlDatabase {
-                server: url.clone(),
-                name: db.clone(),
-            })),
-        });
-    }
-    #[cfg(feature = "etcd")]
-    if common::etcd_url().is_some() {
-        let scratch = common::Scratch::new(tag);
-        let server = common::etcd(&scratch.0).expect("a throwaway etcd");
-        out.push(Store {
-            name: "etcd",
-            url: format!("etcd://127.0.0.1:{}", server.port),
-            _guard: Some(Box::new((server, scratch))),
-        });
-    }
-    for s in &out {
-        open(&s.url).unwrap().init_new_deployment().unwrap();
-    }
-    out
 }
 
 /// 1 ms ticks, 4 workers.

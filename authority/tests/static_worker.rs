@@ -180,3 +180,29 @@ fn a_deleted_static_state_file_never_repeats_an_id() {
         let _ = std::fs::remove_file(sidecar);
     }
 }
+
+/// What can never be granted is refused before a quarantine, as every
+/// engine and the rule do: a start-up with another layout than the
+/// namespace's fails at once with `Refused`, also while the state file is
+/// fenced (it waited for the quarantine's end with `Unavailable` before).
+#[test]
+fn another_layout_is_refused_during_a_quarantine_too() {
+    let dir = std::env::temp_dir().join(format!("grantid-static-layout-{:x}", common::random()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.json");
+    let url = format!("static:2?state={}", state.display());
+    let ns = namespace("static-layout");
+    issue(&url, ns.as_str(), 10);
+    grantid_authority::open(&url).unwrap().fence().unwrap();
+    let other = Layout::new(41, 9, 5).unwrap();
+    let err = Generator::builder(other, ns.as_str(), from_url(&url).unwrap())
+        .startup_timeout(Duration::from_millis(300))
+        .start()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("another layout"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    if let Some(sidecar) = grantid_authority::sidecar_path(&state) {
+        let _ = std::fs::remove_file(sidecar);
+    }
+}

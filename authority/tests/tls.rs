@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Scratch, Server, free_port, is_root, required};
-use grantid::{Error, Generator, Layout};
+use grantid::{Error, Generator, GrantError, Layout};
 use grantid_authority::{from_url, open};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
@@ -73,6 +73,21 @@ struct Files {
 }
 
 impl Files {
+    /// The paths of the right CA, the client certificate and its key.
+    #[cfg(any(feature = "mysql", feature = "etcd"))]
+    fn paths(&self) -> [String; 3] {
+        [&self.ca, &self.client_cert, &self.client_key].map(|p| p.display().to_string())
+    }
+
+    /// The query options `cert=CLIENT_CERT&key=CLIENT_KEY`.
+    fn client(&self, cert: &str, key: &str) -> String {
+        format!(
+            "{cert}={}&{key}={}",
+            self.client_cert.display(),
+            self.client_key.display()
+        )
+    }
+
     fn write(dir: &Path) -> Files {
         let ca = Ca::new("grantid test CA");
         let wrong = Ca::new("grantid wrong CA");
@@ -313,9 +328,8 @@ fn postgres_over_tls() {
     let with_cert = pg.url(
         "certuser",
         &format!(
-            "sslmode=verify-full&sslrootcert={ca}&sslcert={}&sslkey={}",
-            files.client_cert.display(),
-            files.client_key.display()
+            "sslmode=verify-full&sslrootcert={ca}&{}",
+            files.client("sslcert", "sslkey")
         ),
     );
     two_generators_no_duplicates(&with_cert, &with_cert);
@@ -460,9 +474,8 @@ fn redis_over_tls() {
         &["redis"],
     );
     let with_cert = format!(
-        "rediss://127.0.0.1:{port}/0?tls_ca={ca}&tls_cert={}&tls_key={}",
-        files.client_cert.display(),
-        files.client_key.display()
+        "rediss://127.0.0.1:{port}/0?tls_ca={ca}&{}",
+        files.client("tls_cert", "tls_key")
     );
     two_generators_no_duplicates(&with_cert, &with_cert);
 }
@@ -522,5 +535,370 @@ fn redis_tls_options_are_checked_when_opened() {
         ),
     ] {
         open(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+    }
+}
+
+/// As [`fails_at_start`], and at once: a refusal (a setting to change),
+/// not `Unavailable` retried until the start-up timeout.
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+fn refused_at_start(url: &str, needles: &[&str]) -> String {
+    let t0 = Instant::now();
+    let message = fails_at_start(url, needles);
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "{url}: refused after {:?}, not at once: {message}",
+        t0.elapsed()
+    );
+    message
+}
+
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+/// Opening each `url` fails with `InvalidArgument` naming its needle,
+/// without the password or the key's path.
+fn refused_when_opened(cases: &[(String, String)]) {
+    for (url, needle) in cases {
+        let e = open(url).map(|_| ()).unwrap_err();
+        assert_eq!(e.kind(), grantid::ErrorKind::InvalidArgument, "{url}: {e}");
+        assert!(e.message().contains(needle), "{url}: {needle:?} not in {e}");
+        assert!(!e.message().contains("s3cret"), "{e}");
+        assert!(!e.message().contains("/secret/k.pem"), "{e}");
+    }
+}
+
+/// A scratch directory, its certificates, and the server `start` runs on
+/// them (`None`: no server, the test skips). Bind them in this order: the
+/// server stops before its directory goes.
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+fn with_server<S>(
+    tag: &str,
+    start: impl FnOnce(&Path, &Files) -> Option<S>,
+) -> Option<(Scratch, Files, S)> {
+    let (scratch, files) = scratch_files(tag);
+    let server = start(&scratch.0, &files)?;
+    Some((scratch, files, server))
+}
+
+/// Certificates in a scratch directory, and the cases every set of TLS
+/// file options refuses when opened: `url` with a missing CA file, a CA
+/// file without a certificate, a client certificate without its key, an
+/// unreadable key, a key file without a key. `names`: the options of the
+/// CA, the client certificate and its key.
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+fn bad_files(tag: &str, url: &str, names: [&str; 3]) -> (Scratch, Files, Vec<(String, String)>) {
+    let (scratch, files) = scratch_files(tag);
+    let [ca, cert, key] = files.paths();
+    let [o_ca, o_cert, o_key] = names;
+    let cases = [
+        (
+            format!("{o_ca}=/nonexistent/ca.pem"),
+            format!("{o_ca}=/nonexistent/ca.pem"),
+        ),
+        (format!("{o_ca}={key}"), "no certificate".into()),
+        (format!("{o_cert}={cert}"), "go together".into()),
+        (
+            format!("{o_cert}={cert}&{o_key}=/secret/k.pem"),
+            format!("{o_key}: cannot read the key file"),
+        ),
+        (
+            format!("{o_cert}={cert}&{o_key}={ca}"),
+            "no unencrypted private key".into(),
+        ),
+    ]
+    .into_iter()
+    .map(|(query, needle)| (format!("{url}?{query}"), needle))
+    .collect();
+    (scratch, files, cases)
+}
+
+/// A scratch directory and its certificates.
+#[cfg(any(feature = "mysql", feature = "etcd"))]
+fn scratch_files(tag: &str) -> (Scratch, Files) {
+    let scratch = Scratch::new(tag);
+    let files = Files::write(&scratch.0);
+    (scratch, files)
+}
+
+// ---------------------------------------------------------------- MySQL
+
+/// A throwaway MariaDB with TLS (`ssl_cert`, `ssl_key`, `ssl_ca`), a role
+/// `certuser` that needs a client certificate (`REQUIRE X509`), then
+/// `require_secure_transport = ON`.
+#[cfg(feature = "mysql")]
+fn mariadb_tls(dir: &Path, files: &Files) -> Option<Server> {
+    let p = |p: &Path| p.display().to_string();
+    let server = common::mariadb(
+        dir,
+        &[
+            format!("--ssl-cert={}", p(&files.server_cert)),
+            format!("--ssl-key={}", p(&files.server_key)),
+            format!("--ssl-ca={}", p(&files.ca)),
+        ],
+    )?;
+    let admin = format!("mysql://root@127.0.0.1:{}/mysql", server.port);
+    for sql in [
+        "CREATE USER certuser@'127.0.0.1' REQUIRE X509",
+        "GRANT ALL ON grantid_test.* TO certuser@'127.0.0.1'",
+        "SET GLOBAL require_secure_transport = ON",
+    ] {
+        assert!(common::cli_ok(&admin, sql), "{sql}");
+    }
+    Some(server)
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_over_tls() {
+    let Some((_scratch, files, server)) = with_server("tls-mysql", mariadb_tls) else {
+        return;
+    };
+    let url = |user: &str, host: &str, query: &str| {
+        format!("mysql://{user}@{host}:{}/grantid_test?{query}", server.port)
+    };
+    let ca = files.ca.display();
+
+    // The right CA (the host name checked; the default mode with ssl-ca),
+    // and the modes that encrypt without checking.
+    two_generators_no_duplicates(
+        &url(
+            "root",
+            "127.0.0.1",
+            &format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"),
+        ),
+        &url("root", "127.0.0.1", &format!("ssl-ca={ca}")),
+    );
+    two_generators_no_duplicates(
+        &url("root", "127.0.0.1", "ssl-mode=REQUIRED"),
+        &url("root", "127.0.0.1", ""),
+    );
+
+    // A wrong CA; a host name the certificate (127.0.0.1 only) does not
+    // name: refused at once, naming the cause.
+    let wrong = files.wrong_ca.display();
+    refused_at_start(
+        &url(
+            "root",
+            "127.0.0.1",
+            &format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={wrong}"),
+        ),
+        &["TLS", "UnknownIssuer"],
+    );
+    refused_at_start(
+        &url(
+            "root",
+            "localhost",
+            &format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"),
+        ),
+        &["not valid for name", "localhost"],
+    );
+    // No TLS to a server that requires it: MariaDB answers "Access
+    // denied" (as to a wrong password: retried until the start-up timeout).
+    fails_at_start(
+        &url("root", "127.0.0.1", "ssl-mode=DISABLED"),
+        &[
+            "Access denied",
+            "require_secure_transport",
+            "ssl-mode=VERIFY_IDENTITY",
+        ],
+    );
+    // A role that needs a client certificate: refused without one, served
+    // with one.
+    fails_at_start(
+        &url("certuser", "127.0.0.1", &format!("ssl-ca={ca}")),
+        &["Access denied", "certuser"],
+    );
+    let with_cert = url(
+        "certuser",
+        "127.0.0.1",
+        &format!("ssl-ca={ca}&{}", files.client("ssl-cert", "ssl-key")),
+    );
+    two_generators_no_duplicates(&with_cert, &with_cert);
+    drop(server);
+
+    // A server without TLS (the shared test server): PREFERRED falls back
+    // to plain text, REQUIRED is refused at once.
+    let Some(plain) = common::mysql_url() else {
+        let _ = skip("no GRANTID_TEST_MYSQL_URL (a MariaDB without TLS)");
+        return;
+    };
+    let sep = if plain.contains('?') { '&' } else { '?' };
+    two_generators_no_duplicates(&format!("{plain}{sep}ssl-mode=PREFERRED"), &plain);
+    refused_at_start(
+        &format!("{plain}{sep}ssl-mode=REQUIRED"),
+        &["ssl-mode=REQUIRED needs TLS", "does not offer it"],
+    );
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_tls_options_are_checked_when_opened() {
+    let base = "mysql://app:s3cret@127.0.0.1:1/db";
+    let names = ["ssl-ca", "ssl-cert", "ssl-key"];
+    let (_scratch, files, mut cases) = bad_files("tls-mysql-options", base, names);
+    let [ca, cert, key] = files.paths();
+    for (query, needle) in [
+        ("ssl-mode=VERIFY_CA", "VERIFY_CA is not supported"),
+        ("ssl-mode=VERIFY_IDENTITY", "ssl-ca=PATH"),
+        ("ssl-mode=bogus", "not one of DISABLED, PREFERRED"),
+        (
+            &format!("ssl-mode=REQUIRED&ssl-ca={ca}"),
+            "checks no certificate",
+        ),
+        (
+            &format!("ssl-mode=DISABLED&ssl-ca={ca}"),
+            "DISABLED uses no TLS",
+        ),
+        ("ssl-ca=", "needs a value"),
+        ("ssl_mode=REQUIRED", "write ssl-mode"),
+        ("require_ssl=true", "write ssl-mode"),
+        ("verify_identity=true", "write ssl-mode"),
+    ] {
+        cases.push((format!("{base}?{query}"), needle.into()));
+    }
+    refused_when_opened(&cases);
+    // Opening never connects: every mode with its files opens.
+    for query in [
+        "ssl-mode=DISABLED".to_owned(),
+        "ssl-mode=preferred".to_owned(),
+        "ssl-mode=REQUIRED".to_owned(),
+        format!("ssl-mode=VERIFY_IDENTITY&ssl-ca={ca}"),
+        format!("ssl-ca={ca}&ssl-cert={cert}&ssl-key={key}"),
+        format!("ssl-mode=REQUIRED&ssl-cert={cert}&ssl-key={key}"),
+    ] {
+        open(&format!("{base}?{query}")).unwrap_or_else(|e| panic!("{query}: {e}"));
+    }
+}
+
+// ---------------------------------------------------------------- etcd
+
+/// A single-member etcd serving clients only over TLS, with client
+/// certificates required (`--client-cert-auth`).
+#[cfg(feature = "etcd")]
+fn etcd_tls(dir: &Path, files: &Files) -> Option<Server> {
+    let p = |p: &Path| p.display().to_string();
+    let flags = [
+        ("--cert-file", p(&files.server_cert)),
+        ("--key-file", p(&files.server_key)),
+        ("--trusted-ca-file", p(&files.ca)),
+    ];
+    let mut extra: Vec<String> = flags
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_owned(), value])
+        .collect();
+    extra.push("--client-cert-auth".into());
+    common::etcd_with(dir, "https", extra)
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_over_tls() {
+    let Some((_scratch, files, server)) = with_server("tls-etcd", etcd_tls) else {
+        return;
+    };
+    let port = server.port;
+    let ca = files.ca.display();
+    let client = files.client("tls_cert", "tls_key");
+    let right = format!("etcds://127.0.0.1:{port}?tls_ca={ca}&{client}");
+    two_generators_no_duplicates(&right, &format!("{right}&timeout_ms=2000"));
+
+    // A wrong CA, and none (the system's roots do not know the test CA).
+    refused_at_start(
+        &format!(
+            "etcds://127.0.0.1:{port}?tls_ca={}&{client}",
+            files.wrong_ca.display()
+        ),
+        &["TLS", "UnknownIssuer"],
+    );
+    refused_at_start(
+        &format!("etcds://127.0.0.1:{port}?{client}"),
+        &["UnknownIssuer"],
+    );
+    // A host name the certificate (127.0.0.1 only) does not name.
+    refused_at_start(
+        &format!("etcds://localhost:{port}?tls_ca={ca}&{client}"),
+        &["not valid for name", "localhost"],
+    );
+    // No client certificate, where the server requires one: it sends an
+    // alert after the handshake (TLS 1.3) and closes the connection; the
+    // driver reports the one or the other, as text.
+    let message = fails_at_start(
+        &format!("etcds://127.0.0.1:{port}?tls_ca={ca}"),
+        &["give tls_cert and tls_key"],
+    );
+    assert!(
+        message.contains("connection closed") || message.contains("BadCertificate"),
+        "{message}"
+    );
+    // Plain text to the TLS port.
+    fails_at_start(&format!("etcd://127.0.0.1:{port}"), &["etcd"]);
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_tls_options_are_checked_when_opened() {
+    let base = "etcds://127.0.0.1:1,127.0.0.2:1";
+    let names = ["tls_ca", "tls_cert", "tls_key"];
+    let (_scratch, files, mut cases) = bad_files("tls-etcd-options", base, names);
+    let [ca, _, _] = files.paths();
+    cases.push((format!("{base}?tls_ca="), "needs the path".into()));
+    cases.push((
+        format!("etcd://127.0.0.1:1?tls_ca={ca}"),
+        "applies to etcds:// only".into(),
+    ));
+    refused_when_opened(&cases);
+    for url in [
+        base.to_owned(),
+        format!("{base}?tls_ca={ca}&timeout_ms=5"),
+        format!("{base}?tls_ca={ca}&{}", files.client("tls_cert", "tls_key")),
+    ] {
+        open(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+    }
+}
+
+/// The sessions of one process (`open_sessions`, as `grantid serve` opens
+/// them) share whether the server was once connected to: after a first
+/// connection on one session, a certificate failure on another that never
+/// connected is `Unavailable` (a client's renewal keeps its grant while the
+/// certificate is put right), not the `Refused` of a start-up, which a
+/// running generator takes as the loss of its worker.
+#[test]
+fn mysql_sessions_share_a_first_connection() {
+    let Some((_scratch, files, server)) = with_server("tls-mysql-sessions", mariadb_tls) else {
+        return;
+    };
+    let url = format!(
+        "mysql://root@127.0.0.1:{}/grantid_test?ssl-mode=VERIFY_IDENTITY&ssl-ca={}&max_lead_ms=60000",
+        server.port,
+        files.ca.display()
+    );
+    let sessions = grantid_authority::open_sessions(&url, 3).unwrap();
+    sessions[0].init_new_deployment().unwrap();
+    let ns = common::namespace("tls-sessions");
+    let layout = common::small_layout();
+    let inc = common::random();
+    let g = sessions[0]
+        .acquire(&common::request(&ns, inc, 1, None, 0, 2_000, layout))
+        .unwrap();
+    // The server's certificate is replaced by one the client's CA did not
+    // sign; new connections fail their check.
+    let other = Ca::new("grantid rotated CA");
+    let (cert, key) = other.issue("grantid test server", &["127.0.0.1"]);
+    std::fs::write(&files.server_cert, cert).unwrap();
+    std::fs::write(&files.server_key, key).unwrap();
+    let admin = format!("mysql://root@127.0.0.1:{}/mysql", server.port);
+    assert!(common::cli_ok(&admin, "FLUSH SSL"));
+    for (session, id) in [(1, 2), (2, 3)] {
+        let r = sessions[session].acquire(&common::request(
+            &ns,
+            inc,
+            id,
+            Some(g.worker),
+            g.end,
+            2_000,
+            layout,
+        ));
+        assert!(
+            matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("certificate")),
+            "session {session}: {r:?}"
+        );
     }
 }

@@ -95,8 +95,11 @@ fn base(scheme: &str) -> &'static str {
         "mariadb://" => "mariadb://app@127.0.0.1:1/ids",
         "redis://" => "redis://127.0.0.1:1/0",
         "etcd://" => "etcd://127.0.0.1:1,127.0.0.2:1",
+        "etcds://" => "etcds://127.0.0.1:1,127.0.0.2:1",
         "grpc://" => "grpc://127.0.0.1:1",
         "rediss://" => "rediss://127.0.0.1:1/0",
+        // Without tls_ca: the system's roots (the ca-certificates package).
+        "grpcs://" => "grpcs://127.0.0.1:1",
         other => panic!("urls.md names the scheme {other:?}: give the test a URL of it"),
     }
 }
@@ -132,16 +135,27 @@ fn pem_files() -> &'static (String, String, String) {
     })
 }
 
+/// A token file, made once.
+fn token_file() -> String {
+    let (ca, _, _) = pem_files();
+    let path = std::path::Path::new(ca).with_file_name("token");
+    std::fs::write(&path, "token-of-the-url-reference-test\n").unwrap();
+    path.display().to_string()
+}
+
 /// A value the option accepts (a certificate's option brings its key's,
 /// and the other way round: they go together).
 fn sample(option: &str) -> String {
     let (ca, cert, key) = pem_files();
     match option {
-        "sslrootcert" | "tls_ca" => return ca.clone(),
+        "sslrootcert" | "tls_ca" | "ssl-ca" => return ca.clone(),
         "sslcert" => return format!("{cert}&sslkey={key}"),
         "sslkey" => return format!("{key}&sslcert={cert}"),
         "tls_cert" => return format!("{cert}&tls_key={key}"),
         "tls_key" => return format!("{key}&tls_cert={cert}"),
+        "token_file" => return token_file(),
+        "ssl-cert" => return format!("{cert}&ssl-key={key}"),
+        "ssl-key" => return format!("{key}&ssl-cert={cert}"),
         _ => {}
     }
     match option {
@@ -151,6 +165,7 @@ fn sample(option: &str) -> String {
         "db" | "user" | "pass" | "password" | "dbname" | "application_name" => "x",
         "options" => "-c%20search_path%3Dx",
         "sslmode" => "disable",
+        "ssl-mode" => "REQUIRED",
         "sslnegotiation" => "postgres",
         "host" | "hostaddr" => "127.0.0.1",
         "port" => "1",

@@ -14,6 +14,7 @@
 //! | `release_panicked` | warn | core | the authority's `release` panicked (the lease ends by expiry) |
 //! | `release_failed` | warn | authorities | a best-effort release did not reach the authority (the lease ends by expiry) |
 //! | `max_lead_unknown` | warn | grpc authority | the server's bounded lead could not be learnt (down, or an older server): the start-up horizon check is skipped |
+//! | `token_file_unreadable` | warn | grpcs authority | the `token_file` of a `grpcs://` URL cannot be read again after it changed: calls go on with the token read before |
 //! | `sidecar_unusable` | warn | file authority | the state file's sidecar (its identity record) cannot be used: state-file loss is not detected (docs/AUTHORITIES.md, "State loss") |
 //! | `grant_invalid` | error | core | an answer was not a valid grant for its request |
 //! | `lease_lost` | error | core | the authority gave the worker to someone else |
@@ -63,6 +64,8 @@ events! {
     RELEASE_FAILED = "release_failed", Warn;
     /// A `grpc://` client could not learn its server's bounded lead.
     MAX_LEAD_UNKNOWN = "max_lead_unknown", Warn;
+    /// A `grpcs://` client cannot read its changed token file again.
+    TOKEN_FILE_UNREADABLE = "token_file_unreadable", Warn;
     /// The file authority cannot use its sidecar: state-file loss goes
     /// undetected.
     SIDECAR_UNUSABLE = "sidecar_unusable", Warn;

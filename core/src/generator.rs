@@ -44,7 +44,7 @@ pub const DEFAULT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 struct Threads {
-    fork_epoch: u64,
+    fork_generation: u64,
     ticker: Option<JoinHandle<()>>,
     manager: Option<JoinHandle<()>>,
 }
@@ -277,14 +277,14 @@ impl GeneratorBuilder {
             counters: Counters::default(),
             lease: LeaseView::default(),
             closed: AtomicBool::new(false),
-            fork_epoch: AtomicU64::new(grantid_fork::epoch()),
+            fork_generation: AtomicU64::new(grantid_fork::generation()),
             reactivating: AtomicBool::new(false),
             #[cfg(test)]
             hook: self.hook,
         });
         let generator = Generator {
             threads: ForkSafeMutex::new(Threads {
-                fork_epoch: grantid_fork::epoch(),
+                fork_generation: grantid_fork::generation(),
                 ticker: None,
                 manager: None,
             }),
@@ -391,7 +391,7 @@ impl Generator {
             })?;
         {
             let mut threads = self.threads.lock();
-            threads.fork_epoch = grantid_fork::epoch();
+            threads.fork_generation = grantid_fork::generation();
             threads.ticker = ticker;
             threads.manager = Some(manager);
         }
@@ -401,8 +401,8 @@ impl Generator {
                 // Only now: until the grant exists, the other threads of a
                 // fork() child must keep waiting in `after_fork`.
                 shared
-                    .fork_epoch
-                    .store(grantid_fork::epoch(), Ordering::SeqCst);
+                    .fork_generation
+                    .store(grantid_fork::generation(), Ordering::SeqCst);
                 return Ok(());
             }
             if shared.lease.renewal_stopped() {
@@ -446,7 +446,7 @@ impl Generator {
     #[inline]
     pub fn next_id(&self) -> Result<u64, Error> {
         let shared = &*self.shared;
-        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+        if grantid_fork::generation() != shared.fork_generation.load(Ordering::Relaxed) {
             self.after_fork()?;
         }
         let shard = thread_shard();
@@ -473,7 +473,7 @@ impl Generator {
     #[inline]
     pub fn try_next_id(&self) -> Option<u64> {
         let shared = &*self.shared;
-        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+        if grantid_fork::generation() != shared.fork_generation.load(Ordering::Relaxed) {
             return None;
         }
         let shard = thread_shard();
@@ -518,7 +518,7 @@ impl Generator {
         if out.is_empty() {
             return Ok(());
         }
-        if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::Relaxed) {
+        if grantid_fork::generation() != shared.fork_generation.load(Ordering::Relaxed) {
             self.after_fork()?;
         }
         let shard = thread_shard();
@@ -720,11 +720,12 @@ impl Generator {
             .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
-            let result = if grantid_fork::epoch() != shared.fork_epoch.load(Ordering::SeqCst) {
-                self.reactivate_in_child()
-            } else {
-                Ok(())
-            };
+            let result =
+                if grantid_fork::generation() != shared.fork_generation.load(Ordering::SeqCst) {
+                    self.reactivate_in_child()
+                } else {
+                    Ok(())
+                };
             shared.reactivating.store(false, Ordering::SeqCst);
             return result;
         }
@@ -732,7 +733,7 @@ impl Generator {
         while shared.reactivating.load(Ordering::SeqCst) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
-        if grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst) {
+        if grantid_fork::generation() == shared.fork_generation.load(Ordering::SeqCst) {
             Ok(())
         } else if shared.closed.load(Ordering::SeqCst) {
             Err(Error::new(
@@ -822,11 +823,12 @@ impl Generator {
         }
         shared.cursor.seal(Status::Closed);
         shared.ticks.stop();
-        let same_process = grantid_fork::epoch() == shared.fork_epoch.load(Ordering::SeqCst);
+        let same_process =
+            grantid_fork::generation() == shared.fork_generation.load(Ordering::SeqCst);
         let (ticker, manager) = {
             let mut threads = self.threads.lock();
             let handles = (threads.ticker.take(), threads.manager.take());
-            if threads.fork_epoch != grantid_fork::epoch() {
+            if threads.fork_generation != grantid_fork::generation() {
                 std::mem::forget(handles);
                 (None, None)
             } else {

@@ -15,7 +15,7 @@ pub struct Grant {
     pub worker: u32,
     /// The incarnation of the generator the grant was made for.
     pub incarnation: u64,
-    /// The authority's identifier for the grant (a fencing epoch or a log
+    /// The authority's identifier for the grant (a fencing token or a log
     /// row id; the generator only reports it).
     pub grant_id: u64,
     /// First tick of the interval.

@@ -67,7 +67,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 struct Manager {
     state: LeaseHandle,
     incarnation: u64,
-    fork_epoch: u64,
+    fork_generation: u64,
     next_request_id: u64,
     /// An uncertain request, retried with the same id so the authority can
     /// answer it with the grant it may have recorded.
@@ -101,7 +101,7 @@ impl Manager {
         Manager {
             state,
             incarnation,
-            fork_epoch: grantid_fork::epoch(),
+            fork_generation: grantid_fork::generation(),
             next_request_id: 1,
             retry: None,
             worker: None,
@@ -116,7 +116,7 @@ impl Manager {
     }
 
     fn stopped(&self) -> bool {
-        self.state.is_closed() || grantid_fork::epoch() != self.fork_epoch
+        self.state.is_closed() || grantid_fork::generation() != self.fork_generation
     }
 
     fn run(mut self) {
@@ -229,7 +229,7 @@ impl Manager {
             // worker is its parent's.
             if let Ok(Ok(grant)) = &answer
                 && self.state.abandoned()
-                && grantid_fork::epoch() == self.fork_epoch
+                && grantid_fork::generation() == self.fork_generation
                 && catch_unwind(AssertUnwindSafe(|| source.release(grant))).is_err()
             {
                 log::warn!(target: "grantid", "event=release_panicked worker={}", grant.worker);

@@ -99,22 +99,24 @@ impl Allocator {
         };
         let now_ms = request.layout.unix_ms_of(now);
         let decision = rule::decide(&view, request, &policy, now_ms, now);
-        let Decision::Grant {
-            grant,
-            record,
-            namespace,
-            ..
-        } = decision
-        else {
-            return decision.answer();
+        let (grant, record, namespace) = match decision {
+            Decision::Grant {
+                grant,
+                record,
+                namespace,
+                ..
+            } => (grant, record, namespace),
+            Decision::Answer {
+                namespace: Some(namespace),
+                ref error,
+                ..
+            } => {
+                self.register(&request.namespace, namespace.layout);
+                return Err(error.clone());
+            }
+            _ => return decision.answer(),
         };
-        let ns = self
-            .namespaces
-            .entry(request.namespace.clone())
-            .or_insert_with(|| NamespaceRecord {
-                layout: namespace.layout,
-                workers: Workers::default(),
-            });
+        let ns = self.register(&request.namespace, namespace.layout);
         *ns.workers.record(grant.worker) = record;
         self.answers.insert(key, grant.clone());
         while self.log.len() >= self.log_capacity.max(1) {
@@ -122,6 +124,18 @@ impl Allocator {
         }
         self.log.push_back(grant.clone());
         Ok(grant)
+    }
+
+    /// The namespace's record, made with `layout` (without datacenter
+    /// bits) on first use: the rule registers a namespace with its first
+    /// request past the layout check, whatever the answer.
+    pub fn register(&mut self, name: &str, layout: Layout) -> &mut NamespaceRecord {
+        self.namespaces
+            .entry(name.to_owned())
+            .or_insert_with(|| NamespaceRecord {
+                layout,
+                workers: Workers::default(),
+            })
     }
 
     /// Ends the lease of `last.worker` if `last.incarnation` holds it; the

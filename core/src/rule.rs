@@ -12,9 +12,12 @@
 //! store's [`Quarantine`]. It answers in this order:
 //!
 //! 1. a retry gets its recorded grant, and nothing is written;
-//! 2. during a quarantine ([`gate`]) a first grant is `Unavailable` and a
-//!    renewal `Lost`;
-//! 3. another layout, or a worker outside it, is `Refused`;
+//! 2. another layout is `Refused`, during a quarantine too (it can never
+//!    succeed, as on every engine); past this check the namespace is
+//!    registered with the request's layout, and its recorded lead and skew
+//!    raised, whatever the answer (as the stores' functions do);
+//! 3. during a quarantine ([`gate`]) a first grant is `Unavailable` and a
+//!    renewal `Lost`; then a worker outside the layout is `Refused`;
 //! 4. a renewal of a worker another incarnation holds is `Lost`, and one
 //!    beyond the worker's high-water ([`forgotten_grant`]) is `Lost` with a
 //!    quarantine to start;
@@ -141,7 +144,8 @@ pub struct Registered {
     /// from here (0: from the first).
     pub next_unused: u64,
     /// The longest `max_lead_ms` any caller used on the namespace: raised
-    /// with a grant, never lowered (docs/AUTHORITIES.md, "State loss").
+    /// by every request past the layout check, never lowered
+    /// (docs/AUTHORITIES.md, "State loss").
     pub max_lead_ms: u64,
     /// The longest `clock_skew_ms` any caller used on the namespace.
     pub clock_skew_ms: u64,
@@ -191,7 +195,7 @@ pub struct Policy {
 /// One namespace's state as read for a request.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {
-    /// The namespace's record; `None` before its first grant.
+    /// The namespace's record; `None` before its first request.
     pub registered: Option<&'a Registered>,
     /// The worker records read: every record of the namespace for a first
     /// grant, at least the one asked for for a renewal.
@@ -223,12 +227,19 @@ pub enum Decision {
         namespace_changed: bool,
     },
     /// No grant. When `quarantine` is set, the store starts (or extends) a
-    /// quarantine to its end before answering.
+    /// quarantine to its end before answering; when `namespace` is set, it
+    /// writes the namespace's record first.
     Answer {
         /// The answer.
         error: GrantError,
         /// A quarantine to start: its end (Unix ms) and reason.
         quarantine: Option<(u64, String)>,
+        /// The namespace's record to write when it changed: a request that
+        /// passed the layout check registers the namespace (its layout) and
+        /// raises its recorded lead and skew, granted or not, as the stores'
+        /// functions do (a namespace's layout is fixed by its first request,
+        /// and a registration is never undone).
+        namespace: Option<Registered>,
     },
 }
 
@@ -321,6 +332,7 @@ fn refuse(error: GrantError) -> Decision {
     Decision::Answer {
         error,
         quarantine: None,
+        namespace: None,
     }
 }
 
@@ -343,17 +355,6 @@ pub fn decide(
         .map_or((0, 0), |r| (r.max_lead_ms, r.clock_skew_ms));
     let ns_lead = have_lead.max(policy.max_lead_ms.unwrap_or(0));
     let ns_skew = have_skew.max(policy.clock_skew_ms);
-    if let Some(q) = view.quarantine
-        && let Err(e) = gate(
-            q.until_for(ns_lead, ns_skew),
-            &q.reason,
-            now_ms,
-            request.worker,
-        )
-    {
-        return refuse(e);
-    }
-
     // A store registers the encoding and the split; a datacenter split is
     // only a reading of the worker field (docs/AUTHORITIES.md, "Regions").
     let layout = request.layout.without_datacenter_bits();
@@ -374,6 +375,42 @@ pub fn decide(
     };
     namespace.max_lead_ms = ns_lead;
     namespace.clock_skew_ms = ns_skew;
+    match decide_registered(view, request, policy, now_ms, now, namespace) {
+        // The namespace's record is written whatever the answer.
+        Decision::Answer {
+            error, quarantine, ..
+        } => Decision::Answer {
+            error,
+            quarantine,
+            namespace: (view.registered != Some(&namespace)).then_some(namespace),
+        },
+        other => other,
+    }
+}
+
+/// [`decide`] past the layout check, for a namespace registered (or to be
+/// registered) as `namespace`.
+fn decide_registered(
+    view: &View<'_>,
+    request: &GrantRequest,
+    policy: &Policy,
+    now_ms: u64,
+    now: u64,
+    mut namespace: Registered,
+) -> Decision {
+    let layout = namespace.layout;
+    let (ns_lead, ns_skew) = (namespace.max_lead_ms, namespace.clock_skew_ms);
+    // Nothing is granted during a quarantine.
+    if let Some(q) = view.quarantine
+        && let Err(e) = gate(
+            q.until_for(ns_lead, ns_skew),
+            &q.reason,
+            now_ms,
+            request.worker,
+        )
+    {
+        return refuse(e);
+    }
     let count = layout.worker_count();
     let worker = match request.worker {
         Some(w) => {
@@ -397,6 +434,7 @@ pub fn decide(
                 return Decision::Answer {
                     error: GrantError::Lost(why.clone()),
                     quarantine: Some((until, why)),
+                    namespace: None,
                 };
             }
             if let Some(h) = rec.holder
@@ -551,6 +589,106 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn another_layout_is_refused_during_a_quarantine_too() {
+        let registered = Registered {
+            layout: Layout::new(12, 2, 5).unwrap(),
+            next_unused: 0,
+            max_lead_ms: 0,
+            clock_skew_ms: 0,
+        };
+        let q = Quarantine {
+            until_ms: 5_000,
+            since_ms: 0,
+            reason: "fenced".into(),
+        };
+        let workers = Workers::default();
+        let view = View {
+            registered: Some(&registered),
+            workers: &workers,
+            answer: None,
+            quarantine: Some(&q),
+        };
+        let policy = Policy::default();
+        for worker in [None, Some(0)] {
+            let r = decide(&view, &request(worker), &policy, 1_000, 100).answer();
+            assert!(
+                matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")),
+                "{worker:?}: {r:?}"
+            );
+        }
+        // The registered layout waits; a worker outside it is then refused.
+        let ours = GrantRequest {
+            layout: registered.layout,
+            ..request(None)
+        };
+        let r = decide(&view, &ours, &policy, 1_000, 100).answer();
+        assert!(matches!(r, Err(GrantError::Unavailable(ref m)) if m.contains("fenced")));
+        let outside = GrantRequest {
+            worker: Some(4),
+            ..ours
+        };
+        let r = decide(&view, &outside, &policy, 5_000, 100).answer();
+        assert!(matches!(r, Err(GrantError::Refused(ref m)) if m.contains("outside")));
+    }
+
+    /// A namespace's first request registers it with its layout, and its
+    /// lead and skew, even when it gets no grant (as the stores' functions
+    /// do): another layout is refused from then on. A registered namespace
+    /// whose record does not change writes nothing.
+    #[test]
+    fn a_first_request_without_a_grant_registers_the_namespace() {
+        let q = Quarantine {
+            until_ms: 5_000,
+            since_ms: 0,
+            reason: "fenced".into(),
+        };
+        let workers = Workers::default();
+        let mut view = View {
+            registered: None,
+            workers: &workers,
+            answer: None,
+            quarantine: Some(&q),
+        };
+        let policy = Policy {
+            max_lead_ms: Some(300),
+            clock_skew_ms: 20,
+            ..Policy::default()
+        };
+        let first = decide(&view, &request(None), &policy, 1_000, 100);
+        let Decision::Answer {
+            error: GrantError::Unavailable(_),
+            namespace: Some(registered),
+            ..
+        } = first
+        else {
+            panic!("{first:?}");
+        };
+        assert_eq!(registered.layout, request(None).layout);
+        assert_eq!(
+            (registered.max_lead_ms, registered.clock_skew_ms),
+            (300, 20)
+        );
+        view.registered = Some(&registered);
+        let again = decide(&view, &request(None), &policy, 1_000, 100);
+        assert!(
+            matches!(
+                again,
+                Decision::Answer {
+                    namespace: None,
+                    ..
+                }
+            ),
+            "{again:?}"
+        );
+        let other = GrantRequest {
+            layout: Layout::new(12, 2, 5).unwrap(),
+            ..request(None)
+        };
+        let r = decide(&view, &other, &policy, 9_000, 100).answer();
+        assert!(matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")));
     }
 
     #[test]

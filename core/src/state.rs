@@ -81,8 +81,8 @@ pub(crate) struct Shared {
     pub counters: Counters,
     pub lease: LeaseView,
     pub closed: AtomicBool,
-    /// The fork epoch the current activation belongs to.
-    pub fork_epoch: AtomicU64,
+    /// The fork generation the current activation belongs to.
+    pub fork_generation: AtomicU64,
     pub reactivating: AtomicBool,
     #[cfg(test)]
     pub hook: Option<Hook>,

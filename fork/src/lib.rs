@@ -1,12 +1,12 @@
 //! A process-wide fork counter.
 //!
-//! [`epoch()`] returns a number that changes in the child of every `fork()`
-//! and never in the parent. A generator records the epoch it was activated
-//! in; when the number differs on its next call, the call runs in a child that
+//! [`generation()`] returns a number that changes in the child of every `fork()`
+//! and never in the parent. A generator records the generation it was
+//! activated in; when the number differs on its next call, the call runs in a child that
 //! must not issue from its parent's grant.
 //!
 //! The counter is bumped by a `pthread_atfork` child handler registered on the
-//! first call to [`epoch()`] (or [`register()`]). The handler only does an
+//! first call to [`generation()`] (or [`register()`]). The handler only does an
 //! atomic add, which is async-signal-safe, as POSIX requires of code that runs
 //! in a child of a multi-threaded process.
 //!
@@ -23,7 +23,7 @@ use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-static EPOCH: AtomicU64 = AtomicU64::new(0);
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 static ACTIVE: AtomicU64 = AtomicU64::new(0);
 /// Forks in progress: a count, not a flag, because threads may fork at the
 /// same time and the first to finish must not let sections start while
@@ -48,7 +48,7 @@ extern "C" fn in_parent() {
 }
 
 extern "C" fn in_child() {
-    EPOCH.fetch_add(1, Ordering::SeqCst);
+    GENERATION.fetch_add(1, Ordering::SeqCst);
     // The threads that were inside sections do not exist here.
     ACTIVE.store(0, Ordering::SeqCst);
     FORKING.store(0, Ordering::SeqCst);
@@ -95,11 +95,11 @@ pub fn register() {
     });
 }
 
-/// The current fork epoch of this process (0 in a process that was never
+/// The current fork generation of this process (0 in a process that was never
 /// forked after registration).
 #[inline]
-pub fn epoch() -> u64 {
-    EPOCH.load(Ordering::Relaxed)
+pub fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -142,9 +142,9 @@ mod tests {
     }
 
     #[test]
-    fn child_sees_a_new_epoch_and_parent_does_not() {
+    fn child_sees_a_new_generation_and_parent_does_not() {
         register();
-        let before = epoch();
+        let before = generation();
         let mut fds = [0i32; 2];
         // SAFETY: `fds` is a valid two-element array for pipe(2) to fill.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -153,7 +153,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            let e = epoch().to_le_bytes();
+            let e = generation().to_le_bytes();
             // SAFETY: `e` is 8 valid bytes; fds[1] is the pipe's write end.
             unsafe {
                 libc::write(fds[1], e.as_ptr().cast(), 8);
@@ -167,7 +167,7 @@ mod tests {
         // SAFETY: `pid` is our child; `status` is a valid out pointer.
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert_eq!(n, 8);
-        assert_eq!(u64::from_le_bytes(buf), before + 1, "child epoch");
-        assert_eq!(epoch(), before, "parent epoch unchanged");
+        assert_eq!(u64::from_le_bytes(buf), before + 1, "child generation");
+        assert_eq!(generation(), before, "parent generation unchanged");
     }
 }

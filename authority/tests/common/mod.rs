@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use grantid::{Clock, Grant, GrantRequest, GrantSource, Layout};
 use grantid_authority::{FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority};
 
+pub mod stores;
+
 /// A server URL from the environment, or `None` (with a note) when the test
 /// should skip. Under `GRANTID_REQUIRE_SERVICES=1` a missing URL fails.
 pub fn service(var: &str) -> Option<String> {
@@ -254,7 +256,7 @@ pub fn assert_disjoint(grants: &[Grant]) -> usize {
             );
             assert!(
                 pair[0].2 < pair[1].2,
-                "{ns} worker {w}: fencing epochs do not increase with time: {:?} then {:?}",
+                "{ns} worker {w}: fencing tokens do not increase with time: {:?} then {:?}",
                 pair[0],
                 pair[1]
             );
@@ -418,16 +420,23 @@ impl Drop for Scratch {
 
 #[cfg(feature = "etcd")]
 pub fn etcd(dir: &Path) -> Option<Server> {
+    etcd_with(dir, "http", Vec::new())
+}
+
+/// A single-member etcd whose client URL has `scheme` (`http`, or `https`
+/// with the certificate flags in `extra`), with the flags of `extra`.
+#[cfg(feature = "etcd")]
+pub fn etcd_with(dir: &Path, scheme: &str, extra: Vec<String>) -> Option<Server> {
     let (port, peer) = (free_port(), free_port());
-    let args = vec![
+    let mut args: Vec<String> = vec![
         "--name".into(),
         "default".into(),
         "--data-dir".into(),
         dir.join("data").display().to_string(),
         "--listen-client-urls".into(),
-        format!("http://127.0.0.1:{port}"),
+        format!("{scheme}://127.0.0.1:{port}"),
         "--advertise-client-urls".into(),
-        format!("http://127.0.0.1:{port}"),
+        format!("{scheme}://127.0.0.1:{port}"),
         "--listen-peer-urls".into(),
         format!("http://127.0.0.1:{peer}"),
         "--initial-advertise-peer-urls".into(),
@@ -435,6 +444,7 @@ pub fn etcd(dir: &Path) -> Option<Server> {
         "--initial-cluster".into(),
         format!("default=http://127.0.0.1:{peer}"),
     ];
+    args.extend(extra);
     Server::start("etcd", args, port)
 }
 

@@ -1,0 +1,106 @@
+//! What every backend shares and imports: the [`Authority`] trait, the
+//! worker record `grantid authority status` shows, and the checks of a
+//! request that every store applies before it is sent. Nothing here knows
+//! a backend; the registry (`registry.rs`) is the only module that knows
+//! them all.
+
+use grantid::{Error, GrantSource, Layout};
+
+/// One worker record of an authority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerStatus {
+    /// The namespace.
+    pub namespace: String,
+    /// The layout the namespace is registered with.
+    pub layout: Layout,
+    /// The worker value.
+    pub worker: u32,
+    /// The incarnation holding the lease, if any.
+    pub holder: Option<u64>,
+    /// The tick at which the lease expires (0 when never held).
+    pub lease_expiry: u64,
+    /// The end of every interval ever granted (ticks).
+    pub high_water: u64,
+    /// The last grant's fencing token (`grant_id`).
+    pub fencing: u64,
+}
+
+impl WorkerStatus {
+    /// True when the lease is held and not expired at `now` (ticks).
+    pub fn is_live(&self, now: u64) -> bool {
+        self.holder.is_some() && self.lease_expiry > now
+    }
+}
+
+/// The namespace check of the generator's builder
+/// ([`grantid::check_namespace`]), for requests that reach an authority
+/// directly (a host's own grant loop): a name no authority can store is a
+/// permanent refusal, never a retry. (A `grpc://` server checks its own.)
+#[cfg(any(
+    feature = "file",
+    feature = "static",
+    feature = "postgres",
+    feature = "redis",
+    feature = "mysql",
+    feature = "etcd"
+))]
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
+    grantid::check_namespace(namespace)
+        .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
+}
+
+/// The checks of a request to an authority that stores ticks in signed
+/// 64-bit columns (PostgreSQL, MySQL): a storable namespace, at most 62
+/// timestamp bits, epoch and tick that fit.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn check_sql_request(
+    request: &grantid::GrantRequest,
+    engine: &str,
+) -> Result<(), grantid::GrantError> {
+    check_namespace(&request.namespace)?;
+    let l = request.layout;
+    if l.timestamp_bits() > 62 || l.epoch_ms() > i64::MAX as u64 || l.tick_ms() > i64::MAX as u64 {
+        return Err(grantid::GrantError::Refused(format!(
+            "the {engine} authority supports at most 62 timestamp bits"
+        )));
+    }
+    Ok(())
+}
+
+/// A grant source that can also set itself up and report its state.
+pub trait Authority: GrantSource {
+    /// Creates what the backend needs (PostgreSQL schema and function,
+    /// Redis script, the file's directory). Idempotent. Returns a one-line
+    /// description of what was done.
+    fn init(&self) -> Result<String, Error>;
+
+    /// Every worker record (of `namespace`, or of all namespaces).
+    fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error>;
+
+    /// Like [`Authority::init`], and declares the store new: if it holds no
+    /// grantid state yet, it is created without the quarantine a store
+    /// that may have lost state gets (the operator promises that no ID was
+    /// ever issued from it). Authorities without quarantine just `init`.
+    fn init_new_deployment(&self) -> Result<String, Error> {
+        self.init()
+    }
+
+    /// Starts a quarantine from now: no grant until every interval that may
+    /// have been granted before has ended (the operator's command after a
+    /// restore or failover the authority cannot detect). Returns a one-line
+    /// description.
+    fn fence(&self) -> Result<String, Error> {
+        Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            "this authority has no quarantine to start (see docs/AUTHORITIES.md, \"State loss\")",
+        ))
+    }
+
+    /// What this store's state-loss detection cannot check as configured,
+    /// one sentence each for the operator (`grantid authority init` and
+    /// `status` print them): e.g. a PostgreSQL role that may not read
+    /// `pg_control_system()`. The default: nothing.
+    fn limits(&self) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
+}

@@ -186,7 +186,7 @@ export interface Grant {
   worker: number
   /** The request's incarnation, echoed. */
   incarnation: bigint | string
-  /** The authority's identifier for the grant (a fencing epoch). */
+  /** The authority's identifier for the grant (a fencing token). */
   grantId: number | bigint | string
   /** First tick of the interval. */
   start: number | bigint

@@ -352,7 +352,7 @@ pub struct GrantShape {
     /// The request's incarnation, echoed.
     #[napi(ts_type = "bigint | string")]
     pub incarnation: String,
-    /// The authority's identifier for the grant (a fencing epoch).
+    /// The authority's identifier for the grant (a fencing token).
     #[napi(ts_type = "number | bigint | string")]
     pub grant_id: String,
     /// First tick of the interval.

@@ -8,12 +8,13 @@ GRANTID_TEST_POSTGRES_URL)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
 import urllib.parse
 import uuid
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 import pytest
 
@@ -316,14 +317,24 @@ def test_redis_helper_registers_its_lead_and_skew() -> None:
     assert recorded == [b"8000", b"1500", b"0"]
 
 
-def test_postgres_helper_applies_the_schema_when_the_call_finds_no_function() -> None:
+@contextlib.contextmanager
+def scratch_database() -> Iterator[Tuple[Any, str]]:
+    """A PostgreSQL database of the test's own (dropped at the end): psycopg
+    and the database's URL."""
     url = service_url("POSTGRES")
     psycopg = pytest.importorskip("psycopg")
     name = "grantid_helper_" + uuid.uuid4().hex[:12]
-    db_url = urllib.parse.urlsplit(url)._replace(path="/" + name).geturl()
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
     try:
+        yield psycopg, urllib.parse.urlsplit(url)._replace(path="/" + name).geturl()
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def test_postgres_helper_applies_the_schema_when_the_call_finds_no_function() -> None:
+    with scratch_database() as (psycopg, db_url):
         # A schema older than the statement: no function of its arguments.
         with psycopg.connect(db_url) as conn:
             conn.execute(authorities.POSTGRES_SQL)
@@ -335,23 +346,14 @@ def test_postgres_helper_applies_the_schema_when_the_call_finds_no_function() ->
         helper = authorities.postgres(lambda: psycopg.connect(db_url))
         with grantid.Generator(helper, namespace=fresh_namespace()) as g:
             g.next_id()
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def test_postgres_helper_upgrades_an_older_schema() -> None:
     """A database whose newest schema version is older than the Rust
     adapter's is given the script again before the helper's first call,
     as the adapter does (the new version's rule comes with it)."""
-    url = service_url("POSTGRES")
-    psycopg = pytest.importorskip("psycopg")
-    name = "grantid_helper_" + uuid.uuid4().hex[:12]
-    db_url = urllib.parse.urlsplit(url)._replace(path="/" + name).geturl()
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
     newest = "SELECT max(version) FROM grantid.schema_version"
-    try:
+    with scratch_database() as (psycopg, db_url):
         with psycopg.connect(db_url) as conn:
             conn.execute(authorities.POSTGRES_SQL)
             conn.execute("SELECT grantid.declare_new_deployment()")
@@ -362,6 +364,3 @@ def test_postgres_helper_upgrades_an_older_schema() -> None:
             g.next_id()
         with psycopg.connect(db_url) as conn:
             assert conn.execute(newest).fetchone()[0] == authorities.POSTGRES_SCHEMA_VERSION
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

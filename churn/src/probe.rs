@@ -142,9 +142,11 @@ pub struct PgReading {
 
 impl PgStats {
     /// Connects to the database of `url` (a `postgres://` URL without
-    /// grantid's options).
+    /// grantid's options). The counters are read over a plain connection:
+    /// the URL's TLS options (`sslmode`, `sslrootcert`, ...) are for the
+    /// fleet's grants, which the authority makes.
     pub fn connect(url: &str) -> Result<PgStats, postgres::Error> {
-        let mut config: postgres::Config = url.parse()?;
+        let mut config: postgres::Config = without_tls_options(url).parse()?;
         config.application_name("grantid-churn-probe");
         Ok(PgStats {
             client: config.connect(postgres::NoTls)?,
@@ -234,4 +236,41 @@ pub fn threads() -> u64 {
                 .and_then(|v| v.trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// `url` without its `ssl*` query options.
+fn without_tls_options(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| !kv.starts_with("ssl"))
+        .collect();
+    if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_tls_options;
+
+    #[test]
+    fn the_probe_drops_only_the_tls_options() {
+        assert_eq!(
+            without_tls_options("postgres://u@h:5/db?sslmode=verify-full&sslrootcert=/ca.crt"),
+            "postgres://u@h:5/db"
+        );
+        assert_eq!(
+            without_tls_options("postgres://u@h:5/db?sslmode=require&connect_timeout=3"),
+            "postgres://u@h:5/db?connect_timeout=3"
+        );
+        assert_eq!(
+            without_tls_options("postgres://u@h/db"),
+            "postgres://u@h/db"
+        );
+    }
 }

@@ -54,3 +54,12 @@ pub struct GrantArgs {
     #[arg(long, default_value_t = grantid::DEFAULT_HORIZON_MS)]
     pub horizon_ms: u64,
 }
+
+/// The help of every `--authority` option: the schemes come from the URL
+/// parser, so a new scheme is listed without another edit.
+pub fn authority_help() -> String {
+    format!(
+        "The authority URL ({}), with ?key=value options (docs/reference/urls.md)",
+        grantid_authority::SCHEMES
+    )
+}

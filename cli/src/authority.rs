@@ -17,6 +17,7 @@ pub enum AuthorityCommand {
     /// Redis script, the state file). Idempotent.
     Init {
         /// The authority URL.
+        #[arg(long_help = crate::args::authority_help())]
         url: String,
         /// Declares the store new: no ID was ever issued from it, so its
         /// first use needs no state-loss quarantine (docs/AUTHORITIES.md,
@@ -29,11 +30,13 @@ pub enum AuthorityCommand {
     /// failover the authority cannot detect.
     Fence {
         /// The authority URL.
+        #[arg(long_help = crate::args::authority_help())]
         url: String,
     },
-    /// Lists workers: holder, lease expiry, high-water, fencing epoch.
+    /// Lists workers: holder, lease expiry, high-water, fencing token.
     Status {
         /// The authority URL.
+        #[arg(long_help = crate::args::authority_help())]
         url: String,
         /// Only this namespace.
         #[arg(long)]

@@ -17,11 +17,12 @@ pub struct NextArgs {
     /// How many IDs (any number: they are streamed).
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     pub count: u64,
-    /// The authority URL: file:PATH, static:N, postgres://..., mysql://...,
-    /// redis://..., etcd://HOST:PORT or grpc://HOST:PORT, with ?key=value
-    /// options (docs/reference/urls.md; default: the file authority under
+    /// The authority URL (default: the file authority under
     /// $XDG_STATE_HOME/grantid or ~/.local/state/grantid).
-    #[arg(long, short = 'a', env = "GRANTID_AUTHORITY")]
+    #[arg(long, short = 'a', env = "GRANTID_AUTHORITY",
+          long_help = format!("{}; default: the file authority under \
+                               $XDG_STATE_HOME/grantid or ~/.local/state/grantid.",
+                              crate::args::authority_help()))]
     pub authority: Option<String>,
     /// The ID format's namespace.
     #[arg(long, default_value = "default")]

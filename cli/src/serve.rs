@@ -1,6 +1,7 @@
 //! `grantid serve`: the ID service over gRPC (docs/SERVICE.md).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -42,6 +43,23 @@ pub struct ServeArgs {
     /// server keeps trying, NOT_SERVING meanwhile).
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
+    /// Serve TLS with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key. Reloaded on SIGHUP and when
+    /// the file changes.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (unencrypted PKCS#8, PKCS#1 or SEC1
+    /// PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require a client certificate signed by one of these CAs (PEM): mTLS.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Require `authorization: Bearer TOKEN` on every call but health's:
+    /// one token per line, optionally followed by the namespaces it may
+    /// use (TOKEN ns1,ns2); `#` comments. Needs --tls-cert.
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub token_file: Option<PathBuf>,
     #[command(flatten)]
     pub grants: GrantArgs,
     #[command(flatten)]
@@ -75,5 +93,14 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
     config.startup_timeout = Duration::from_millis(a.timeout_ms);
     config.grant_duration_ms = a.grants.grant_duration_ms;
     config.horizon_ms = a.grants.horizon_ms;
+    config.tls = match (a.tls_cert, a.tls_key) {
+        (Some(cert), Some(key)) => Some(grantid_server::TlsFiles {
+            cert,
+            key,
+            client_ca: a.tls_client_ca,
+        }),
+        _ => None,
+    };
+    config.token_file = a.token_file;
     grantid_server::serve(config)
 }

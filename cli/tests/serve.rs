@@ -49,13 +49,18 @@ fn server_on(port: u16, url: &str) -> Child {
 
 /// [`server_on`] with more flags of `grantid serve`.
 fn server_with_args(port: u16, url: &str, args: &[&str]) -> Child {
+    server_logging_to(port, url, args, Stdio::null())
+}
+
+/// [`server_with_args`] with its log (stderr) to `log`.
+fn server_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Child {
     let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--authority", url])
         .args(["--namespace", "server-own"])
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -1111,4 +1116,520 @@ fn a_split_through_the_server_and_an_unsplit_layout_never_share_a_namespace() {
         "{r:?}"
     );
     finish(srv, &dir);
+}
+
+// ---------------------------------------------------------------- TLS
+
+/// A CA of a test: its certificate (PEM) and what signs with it.
+struct Ca {
+    pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            pem,
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    /// A certificate and its key (PEM) for `names`, written to
+    /// `dir/NAME.pem` and `dir/NAME.key`.
+    fn issue(&self, dir: &Path, name: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (
+            put(dir, &format!("{name}.pem"), &cert.pem()),
+            put(dir, &format!("{name}.key"), &key.serialize_pem()),
+        )
+    }
+}
+
+/// Waits until `done`, at most 5 s; else fails with `failure`.
+fn within_5_s(failure: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < deadline, "{failure}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends `signal` to the server.
+fn signal(srv: &Child, signal: i32) {
+    // SAFETY: a signal to our own child process, still running (not
+    // waited for).
+    let sent = unsafe { libc::kill(srv.id() as i32, signal) };
+    assert_eq!(sent, 0);
+}
+
+/// Writes `text` to `dir/name` at once (a rename), as a deployment
+/// replaces a certificate.
+fn put(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+const TOKEN_A: &str = "token-for-tls-a-0123456789abcdef";
+const TOKEN_B: &str = "token-for-other-0123456789abcdef";
+
+/// `grantid serve` with `args`, its log in `dir/server.log`; waits until
+/// it listens.
+fn logged_server(dir: &Path, port: u16, args: &[&str]) -> Child {
+    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    let url = format!("file:{}", dir.join("state.json").display());
+    server_logging_to(port, &url, args, log.into())
+}
+
+/// [`logged_server`] serving TLS with `cert` and `key`, and `more` flags.
+fn tls_server(dir: &Path, port: u16, (cert, key): (&Path, &Path), more: &[&str]) -> Child {
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let mut args = vec!["--tls-cert", &cert, "--tls-key", &key];
+    args.extend_from_slice(more);
+    logged_server(dir, port, &args)
+}
+
+fn tls_generator(
+    url: &str,
+    namespace: &str,
+    startup: Duration,
+) -> Result<Generator, grantid::Error> {
+    Generator::builder(fleet_layout(), namespace, grantid_authority::from_url(url)?)
+        .startup_timeout(startup)
+        .start()
+}
+
+/// A start on `url` fails within `within`, with `kind` and every one of
+/// `needles` in its message.
+fn refused_at_start(
+    url: &str,
+    namespace: &str,
+    kind: ErrorKind,
+    needles: &[&str],
+    within: Duration,
+) {
+    let t0 = Instant::now();
+    // An uncertain start ends at its start-up timeout; a refused one at
+    // once, long before its 10 s.
+    let startup = if kind == ErrorKind::Unavailable {
+        // Long enough for a handshake's refusal to be read on a loaded
+        // machine (a TLS 1.3 server refuses a missing client certificate
+        // after the client's half of the handshake).
+        Duration::from_secs(4)
+    } else {
+        Duration::from_secs(10)
+    };
+    let e = match tls_generator(url, namespace, startup) {
+        Ok(_) => panic!("{url}: started"),
+        Err(e) => e,
+    };
+    assert!(t0.elapsed() < within, "{url}: took {:?}", t0.elapsed());
+    assert_eq!(e.kind(), kind, "{url}: {e}");
+    for needle in needles {
+        assert!(
+            e.message().contains(needle),
+            "{url}: {needle:?} not in: {e}"
+        );
+    }
+    for secret in [TOKEN_A, TOKEN_B] {
+        assert!(!e.message().contains(secret), "{e}");
+    }
+}
+
+#[test]
+fn tls_with_client_certificates_and_tokens() {
+    let dir = scratch("tls");
+    let ca = Ca::new("grantid test CA");
+    let wrong = Ca::new("grantid wrong CA");
+    let (cert, key) = ca.issue(&dir, "server", &["127.0.0.1"]);
+    let (client, client_key) = ca.issue(&dir, "client", &[]);
+    let (stranger, stranger_key) = wrong.issue(&dir, "stranger", &[]);
+    let ca_pem = put(&dir, "ca.pem", &ca.pem);
+    let wrong_pem = put(&dir, "wrong-ca.pem", &wrong.pem);
+    let tokens = put(
+        &dir,
+        "tokens",
+        &format!("# clients\n{TOKEN_A} tls-a,tls-cli\n{TOKEN_B} other\n"),
+    );
+    let token_a = put(&dir, "a.token", &format!("{TOKEN_A}\n"));
+    let token_b = put(&dir, "b.token", TOKEN_B);
+    let port = free_port();
+    let path = |p: &PathBuf| p.display().to_string();
+    let srv = tls_server(
+        &dir,
+        port,
+        (&cert, &key),
+        &[
+            "--tls-client-ca",
+            &path(&ca_pem),
+            "--token-file",
+            &path(&tokens),
+        ],
+    );
+    let base = format!("grpcs://127.0.0.1:{port}?timeout_ms=1000");
+    let client_opts = format!("tls_cert={}&tls_key={}", path(&client), path(&client_key));
+    let good = format!(
+        "{base}&tls_ca={}&{client_opts}&token_file={}",
+        path(&ca_pem),
+        path(&token_a)
+    );
+
+    // The right CA, client certificate and token: two generators, 0
+    // duplicates.
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let url = good.clone();
+            std::thread::spawn(move || {
+                let g = tls_generator(&url, "tls-a", Duration::from_secs(10)).unwrap();
+                let ids: Vec<u64> = (0..20_000).map(|_| g.next_id().unwrap()).collect();
+                g.close();
+                ids
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.join().unwrap());
+    }
+    assert_eq!(all.len(), 40_000);
+    assert_unique(&mut all);
+
+    // The command takes grpcs:// as every binding does; without the token
+    // it exits at once with InvalidArgument's status.
+    let next = |url: &str| {
+        Command::new(BIN)
+            .args([
+                "next",
+                "-n",
+                "3",
+                "--namespace",
+                "tls-cli",
+                "--authority",
+                url,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = next(&good);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let out = next(&format!("{base}&tls_ca={}&{client_opts}", path(&ca_pem)));
+    assert_eq!(out.status.code(), Some(17), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no bearer token"));
+
+    let within = Duration::from_secs(8);
+    // No client certificate: refused at the handshake.
+    refused_at_start(
+        &format!(
+            "{base}&tls_ca={}&token_file={}",
+            path(&ca_pem),
+            path(&token_a)
+        ),
+        "tls-a",
+        ErrorKind::Unavailable,
+        &["requires a client certificate"],
+        within,
+    );
+    // A client certificate of another CA.
+    refused_at_start(
+        &format!(
+            "{base}&tls_ca={}&tls_cert={}&tls_key={}&token_file={}",
+            path(&ca_pem),
+            path(&stranger),
+            path(&stranger_key),
+            path(&token_a)
+        ),
+        "tls-a",
+        ErrorKind::Unavailable,
+        &["refused this client's certificate"],
+        within,
+    );
+    // The wrong CA, and a name the certificate does not hold.
+    refused_at_start(
+        &format!(
+            "{base}&tls_ca={}&{client_opts}&token_file={}",
+            path(&wrong_pem),
+            path(&token_a)
+        ),
+        "tls-a",
+        ErrorKind::Unavailable,
+        &["not signed by a CA this client trusts", "tls_ca="],
+        within,
+    );
+    refused_at_start(
+        &format!(
+            "grpcs://localhost:{port}?timeout_ms=500&tls_ca={}&{client_opts}&token_file={}",
+            path(&ca_pem),
+            path(&token_a)
+        ),
+        "tls-a",
+        ErrorKind::Unavailable,
+        &["not valid for the host name"],
+        within,
+    );
+    // No token: UNAUTHENTICATED, a refusal at once (no retry for the
+    // start-up timeout).
+    let fast = Duration::from_secs(5);
+    refused_at_start(
+        &format!("{base}&tls_ca={}&{client_opts}", path(&ca_pem)),
+        "tls-a",
+        ErrorKind::InvalidArgument,
+        &["Unauthenticated", "no bearer token"],
+        fast,
+    );
+    // A token of another namespace: PERMISSION_DENIED.
+    refused_at_start(
+        &format!(
+            "{base}&tls_ca={}&{client_opts}&token_file={}",
+            path(&ca_pem),
+            path(&token_b)
+        ),
+        "tls-a",
+        ErrorKind::InvalidArgument,
+        &["PermissionDenied", "not bound to the namespace \"tls-a\""],
+        fast,
+    );
+    // The whole authority needs a token of every namespace.
+    let status = grantid_authority::open(&good)
+        .unwrap()
+        .status(None)
+        .unwrap_err();
+    assert_eq!(status.kind(), ErrorKind::InvalidArgument, "{status}");
+    // Plaintext to a TLS server: uncertain, never a grant.
+    let plain = grantid_authority::from_url(&format!("grpc://127.0.0.1:{port}?timeout_ms=300"));
+    assert!(matches!(
+        plain.unwrap().acquire(&grant_request(1, None, 0)),
+        Err(grantid::GrantError::Unavailable(_))
+    ));
+    let log = std::fs::read_to_string(dir.join("server.log")).unwrap();
+    assert!(log.contains("event=tls_refused"), "{log}");
+    for secret in [TOKEN_A, TOKEN_B] {
+        assert!(!log.contains(secret), "a token in the log");
+    }
+    finish(srv, &dir);
+}
+
+#[test]
+fn tokens_need_tls_and_bad_files_are_refused_at_start() {
+    let dir = scratch("tls-refused");
+    let tokens = put(&dir, "tokens", &format!("{TOKEN_A}\n"));
+    let short = put(&dir, "short", "abc\n");
+    let ca = Ca::new("grantid test CA");
+    let (cert, key) = ca.issue(&dir, "server", &["127.0.0.1"]);
+    let (_, other_key) = ca.issue(&dir, "other", &["127.0.0.1"]);
+    let path = |p: &PathBuf| p.display().to_string();
+    let state = format!("file:{}", dir.join("state.json").display());
+    for (args, needle) in [
+        (vec!["--token-file".to_owned(), path(&tokens)], "--tls-cert"),
+        (
+            vec!["--tls-cert", &path(&cert), "--tls-key", &path(&other_key)]
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            "not a certificate and its key",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                &path(&cert),
+                "--tls-key",
+                &path(&key),
+                "--token-file",
+                &path(&short),
+            ]
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+            "line 1: a token is at least 16",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--authority", &state])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains(&path(&other_key)),
+            "a key's path: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sighup_reloads_the_certificate_while_a_client_keeps_calling() {
+    let dir = scratch("tls-reload");
+    let (old_ca, new_ca) = (Ca::new("grantid old CA"), Ca::new("grantid new CA"));
+    let (cert, key) = old_ca.issue(&dir, "server", &["127.0.0.1"]);
+    let old_pem = put(&dir, "old-ca.pem", &old_ca.pem);
+    let new_pem = put(&dir, "new-ca.pem", &new_ca.pem);
+    let both = put(&dir, "both.pem", &format!("{}{}", old_ca.pem, new_ca.pem));
+    let port = free_port();
+    let path = |p: &PathBuf| p.display().to_string();
+    let mut srv = tls_server(&dir, port, (&cert, &key), &[]);
+    let url = |ca: &PathBuf| {
+        format!(
+            "grpcs://127.0.0.1:{port}?timeout_ms=500&tls_ca={}",
+            path(ca)
+        )
+    };
+    let opens = |ca: &PathBuf| {
+        grantid_authority::open(&url(ca))
+            .unwrap()
+            .status(None)
+            .map(|_| ())
+    };
+    opens(&old_pem).unwrap();
+    assert!(opens(&new_pem).is_err());
+
+    // A client renewing every 50 ms on one connection, through the reload.
+    let calling = {
+        let url = url(&both);
+        std::thread::spawn(move || {
+            let g = Generator::builder(
+                fleet_layout(),
+                "reload",
+                grantid_authority::from_url(&url).unwrap(),
+            )
+            .grant_duration_ms(50)
+            .horizon_ms(2_000)
+            .start()
+            .unwrap();
+            let t0 = Instant::now();
+            let mut ids = 0u64;
+            while t0.elapsed() < Duration::from_secs(4) {
+                g.next_id().unwrap();
+                ids += 1;
+            }
+            let stats = g.stats();
+            g.close();
+            (ids, stats.grants_acquired, stats.uncertain_retries)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let sighup = |srv: &Child| signal(srv, libc::SIGHUP);
+    // The new CA's certificate, in place, then SIGHUP.
+    let fresh = new_ca.issue(&dir, "fresh", &["127.0.0.1"]);
+    put(
+        &dir,
+        "server.key",
+        &std::fs::read_to_string(&fresh.1).unwrap(),
+    );
+    put(
+        &dir,
+        "server.pem",
+        &std::fs::read_to_string(&fresh.0).unwrap(),
+    );
+    sighup(&srv);
+    within_5_s("new connections kept the old certificate", || {
+        opens(&new_pem).is_ok()
+    });
+    let e = opens(&old_pem).unwrap_err();
+    assert!(e.message().contains("not signed by a CA"), "{e}");
+
+    // A bad certificate (not the key's): the one in use stays.
+    let (other, _) = old_ca.issue(&dir, "other", &["127.0.0.1"]);
+    put(
+        &dir,
+        "server.pem",
+        &std::fs::read_to_string(&other).unwrap(),
+    );
+    sighup(&srv);
+    std::thread::sleep(Duration::from_millis(1_500));
+    opens(&new_pem).unwrap();
+
+    let (ids, grants, uncertain) = calling.join().unwrap();
+    assert!(ids > 1_000 && grants > 20, "{ids} IDs, {grants} grants");
+    assert_eq!(uncertain, 0, "a call failed during the reload");
+    let log = std::fs::read_to_string(dir.join("server.log")).unwrap();
+    assert!(log.contains("event=reloaded what=tls"), "{log}");
+    assert!(
+        log.contains("event=reload_failed what=tls kept=previous"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("server.key"),
+        "a key's path in the log: {log}"
+    );
+    signal(&srv, libc::SIGTERM);
+    stops_with_status_0(&mut srv);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sighup_reloads_the_tokens_even_when_the_file_looks_unchanged() {
+    let dir = scratch("tls-tokens");
+    let ca = Ca::new("grantid test CA");
+    let (cert, key) = ca.issue(&dir, "server", &["127.0.0.1"]);
+    let ca_pem = put(&dir, "ca.pem", &ca.pem);
+    let tokens = put(&dir, "tokens", &format!("{TOKEN_A}\n"));
+    let token_a = put(&dir, "a.token", TOKEN_A);
+    let token_b = put(&dir, "b.token", TOKEN_B);
+    let port = free_port();
+    let path = |p: &PathBuf| p.display().to_string();
+    let tokens_flag = path(&tokens);
+    let mut srv = tls_server(&dir, port, (&cert, &key), &["--token-file", &tokens_flag]);
+    let status = |token: &PathBuf| {
+        let url = format!(
+            "grpcs://127.0.0.1:{port}?timeout_ms=2000&tls_ca={}&token_file={}",
+            path(&ca_pem),
+            path(token)
+        );
+        grantid_authority::open(&url).unwrap().status(None)
+    };
+    status(&token_a).unwrap();
+    assert_eq!(
+        status(&token_b).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    // The other token, written in place with the same length and the old
+    // modification time: the file check sees no change, SIGHUP reloads.
+    assert_eq!(TOKEN_A.len(), TOKEN_B.len());
+    let modified = std::fs::metadata(&tokens).unwrap().modified().unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&tokens)
+            .unwrap();
+        f.write_all(format!("{TOKEN_B}\n").as_bytes()).unwrap();
+        f.set_modified(modified).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(1_500));
+    status(&token_a).unwrap();
+    signal(&srv, libc::SIGHUP);
+    within_5_s("SIGHUP did not reload the tokens", || {
+        status(&token_b).is_ok()
+    });
+    let e = status(&token_a).unwrap_err();
+    assert!(e.message().contains("Unauthenticated"), "{e}");
+    let log = std::fs::read_to_string(dir.join("server.log")).unwrap();
+    assert!(log.contains("event=reloaded what=tokens tokens=1"), "{log}");
+    assert!(
+        !log.contains(TOKEN_A) && !log.contains(TOKEN_B),
+        "a token in the log"
+    );
+    signal(&srv, libc::SIGTERM);
+    stops_with_status_0(&mut srv);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -20,6 +20,7 @@ use grantid_proto::v1::{
 use grantid_proto::{grant_from_proto, grant_request_from_proto};
 use tonic::{Request, Response, Status};
 
+use crate::auth::{allow, guarded};
 use crate::codes::{invalid, result_code, status_of};
 use crate::sessions::{Class, Sessions};
 use crate::telemetry::{MethodMetrics, grant_answer};
@@ -86,12 +87,17 @@ impl GrantForwarder {
         })
     }
 
-    async fn acquire_inner(&self, r: AcquireRequest) -> Result<AcquireResponse, Status> {
+    async fn acquire_inner(
+        &self,
+        extensions: &tonic::Extensions,
+        r: AcquireRequest,
+    ) -> Result<AcquireResponse, Status> {
         let request = r
             .request
             .as_ref()
             .ok_or_else(|| invalid("request is missing"))?;
         let request = grant_request_from_proto(request).map_err(|e| status_of(&e))?;
+        allow(extensions, Some(&request.namespace))?;
         if let Some(why) = &self.refused {
             grant_answer("refused");
             return Ok(AcquireResponse {
@@ -169,7 +175,8 @@ impl GrantService for GrantForwarder {
         request: Request<AcquireRequest>,
     ) -> Result<Response<AcquireResponse>, Status> {
         let call = self.acquire.start();
-        let r = self.acquire_inner(request.into_inner()).await;
+        let (_, extensions, message) = request.into_parts();
+        let r = self.acquire_inner(&extensions, message).await;
         call.done(result_code(&r));
         r.map(Response::new)
     }
@@ -179,7 +186,13 @@ impl GrantService for GrantForwarder {
         request: Request<ReleaseRequest>,
     ) -> Result<Response<ReleaseResponse>, Status> {
         let call = self.release.start();
-        let r = self.release_inner(request.into_inner()).await;
+        let namespace = request
+            .get_ref()
+            .grant
+            .as_ref()
+            .map_or("", |g| &g.namespace);
+        let allowed = allow(request.extensions(), Some(namespace));
+        let r = guarded(allowed, self.release_inner(request.into_inner())).await;
         call.done(result_code(&r));
         r.map(Response::new)
     }
@@ -189,17 +202,21 @@ impl GrantService for GrantForwarder {
         request: Request<StatusRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
         let call = self.status.start();
-        let r = self.status_inner(request.into_inner()).await;
+        let namespace = Some(request.get_ref().namespace.as_str()).filter(|n| !n.is_empty());
+        let allowed = allow(request.extensions(), namespace);
+        let r = guarded(allowed, self.status_inner(request.into_inner())).await;
         call.done(result_code(&r));
         r.map(Response::new)
     }
 
-    async fn init(&self, _request: Request<InitRequest>) -> Result<Response<InitResponse>, Status> {
+    async fn init(&self, request: Request<InitRequest>) -> Result<Response<InitResponse>, Status> {
         let call = self.init.start();
-        let r = self
-            .blocking("init", Class::New, |a| a.init())
-            .await
-            .map(|report| InitResponse { report });
+        // Init is about the whole authority.
+        let init = async {
+            let report = self.blocking("init", Class::New, |a| a.init()).await?;
+            Ok(InitResponse { report })
+        };
+        let r = guarded(allow(request.extensions(), None), init).await;
         call.done(result_code(&r));
         r.map(Response::new)
     }

@@ -50,6 +50,17 @@ impl IdService {
         }
     }
 
+    /// Whether the call's bearer token may take IDs of `namespace` (empty:
+    /// the server's).
+    fn allowed<T>(&self, request: &Request<T>, namespace: &str) -> Result<(), Status> {
+        let namespace = if namespace.is_empty() {
+            &self.state.namespace
+        } else {
+            namespace
+        };
+        crate::auth::allow(request.extensions(), Some(namespace))
+    }
+
     fn check(&self, caller: &str, namespace: &str) -> Result<Arc<Generator>, Status> {
         if caller.len() > MAX_CALLER_LEN {
             return Err(invalid(format!(
@@ -156,9 +167,10 @@ impl IdGeneratorService for IdService {
         request: Request<GenerateIdRequest>,
     ) -> Result<Response<GenerateIdResponse>, Status> {
         let call = self.unary.start();
+        let allowed = self.allowed(&request, &request.get_ref().namespace);
         let request = request.into_inner();
         let caller = log_caller(&request.caller_service);
-        let r = self.generate_id_inner(&request).await;
+        let r = crate::auth::guarded(allowed, self.generate_id_inner(&request)).await;
         call.done(result_code(&r));
         log::debug!(target: "grantid_server", "event=call method=GenerateId caller={caller:?} code={:?}", result_code(&r));
         if r.is_ok() {
@@ -172,9 +184,10 @@ impl IdGeneratorService for IdService {
         request: Request<GenerateIdBatchRequest>,
     ) -> Result<Response<GenerateIdBatchResponse>, Status> {
         let call = self.batch.start();
+        let allowed = self.allowed(&request, &request.get_ref().namespace);
         let request = request.into_inner();
         let caller = log_caller(&request.caller_service);
-        let r = self.generate_batch_inner(&request).await;
+        let r = crate::auth::guarded(allowed, self.generate_batch_inner(&request)).await;
         call.done(result_code(&r));
         log::debug!(target: "grantid_server", "event=call method=GenerateIdBatch caller={caller:?} code={:?}", result_code(&r));
         if let Ok(b) = &r {

@@ -30,12 +30,17 @@
 //! * **Graceful drain**: on SIGTERM / SIGINT health goes `NOT_SERVING`,
 //!   after `drain_delay` the listener closes, in-flight calls finish (at most
 //!   `drain_timeout`), then the worker is released.
+//! * **TLS, mTLS and bearer tokens** ([`Config::tls`], [`Config::token_file`]),
+//!   reloaded on SIGHUP and when their files change, without dropping a
+//!   connection; health answers without a token (probes).
 
 #![warn(missing_docs)]
 
+mod auth;
 mod codes;
 mod grants;
 mod ids;
+mod secure;
 mod sessions;
 mod telemetry;
 
@@ -50,13 +55,16 @@ use grantid_proto::v1::id_generator_service_server::IdGeneratorServiceServer;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tonic::Status;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
+pub use auth::MIN_TOKEN_LEN;
 pub use codes::{CODE_METADATA, code_of, status_of};
 pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
+pub use secure::{FILE_CHECK_INTERVAL, HANDSHAKE_TIMEOUT, TlsFiles};
 pub use sessions::{DEFAULT_AUTHORITY_SESSIONS, MAX_WAIT, WAITING_PER_SESSION};
 
 /// The default listen address of `grantid serve`.
@@ -111,6 +119,10 @@ pub struct Config {
     /// Committed time the server's generator keeps ahead of its clock, in
     /// ms: how long it keeps serving while its authority does not answer.
     pub horizon_ms: u64,
+    /// TLS (and mTLS with a client CA); `None`: plaintext HTTP/2.
+    pub tls: Option<TlsFiles>,
+    /// The bearer tokens every call but health's must carry; needs `tls`.
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -128,6 +140,8 @@ impl Config {
             startup_timeout: grantid::DEFAULT_STARTUP_TIMEOUT,
             grant_duration_ms: grantid::DEFAULT_GRANT_DURATION_MS,
             horizon_ms: grantid::DEFAULT_HORIZON_MS,
+            tls: None,
+            token_file: None,
         }
     }
 }
@@ -256,6 +270,29 @@ pub async fn run(
             ),
         ));
     }
+    if config.token_file.is_some() && config.tls.is_none() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "--token-file needs --tls-cert and --tls-key: a bearer token sent over plaintext \
+             can be read and replayed by anyone on the path",
+        ));
+    }
+    let tls = match &config.tls {
+        Some(files) => Some(Arc::new(secure::Tls::load(files)?)),
+        None => None,
+    };
+    let tokens = match &config.token_file {
+        Some(path) => Some(Arc::new(auth::Tokens::load(path)?)),
+        None => None,
+    };
+    // Registered before the server listens: a SIGHUP sent once it does
+    // never ends the process.
+    let hangup = if tls.is_some() || tokens.is_some() {
+        use tokio::signal::unix::{SignalKind, signal};
+        Some(signal(SignalKind::hangup()).map_err(|e| runtime_error("cannot handle SIGHUP", e))?)
+    } else {
+        None
+    };
     // The generator's renewals get a session of their own, so a fleet's
     // calls never delay them; `file:` and `static:` share their one.
     let mut opened: Vec<Arc<dyn Authority>> =
@@ -346,25 +383,50 @@ pub async fn run(
     let reflection_v1 = reflection().build_v1().map_err(reflection_error)?;
     let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_error)?;
 
-    let incoming = TcpIncoming::from(listener)
-        .with_nodelay(Some(true))
-        .with_keepalive(Some(TCP_KEEPALIVE));
+    // Every service but health checks the bearer token (probes have none).
+    let guard = auth::Guard(tokens.clone());
     let router = Server::builder()
         .add_service(health)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(IdGeneratorServiceServer::new(ids::IdService::new(
-            Arc::clone(&state),
-        )))
-        .add_service(GrantServiceServer::new(grants::GrantForwarder::new(
-            sessions,
-            grants_refused,
-        )));
+        .add_service(InterceptedService::new(reflection_v1, guard.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, guard.clone()))
+        .add_service(InterceptedService::new(
+            IdGeneratorServiceServer::new(ids::IdService::new(Arc::clone(&state))),
+            guard.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            GrantServiceServer::new(grants::GrantForwarder::new(sessions, grants_refused)),
+            guard,
+        ));
     log::info!(
         target: "grantid_server",
-        "event=listening addr={local} namespace={:?}", config.namespace
+        "event=listening addr={local} namespace={:?} tls={} client_certificates={} tokens={}",
+        config.namespace,
+        tls.is_some(),
+        config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
+        tokens.as_ref().map_or(0, |t| t.len()),
     );
-    let serve = router.serve_with_incoming_shutdown(incoming, drain);
+    let reloader = (tls.is_some() || tokens.is_some()).then(|| {
+        tokio::spawn(secure::reload_loop(
+            tls.clone(),
+            tokens.clone(),
+            hangup,
+            stop_rx.clone(),
+        ))
+    });
+    let serve = async move {
+        match tls {
+            Some(tls) => {
+                let incoming = secure::incoming(listener, tls, TCP_KEEPALIVE);
+                router.serve_with_incoming_shutdown(incoming, drain).await
+            }
+            None => {
+                let incoming = TcpIncoming::from(listener)
+                    .with_nodelay(Some(true))
+                    .with_keepalive(Some(TCP_KEEPALIVE));
+                router.serve_with_incoming_shutdown(incoming, drain).await
+            }
+        }
+    };
     tokio::pin!(serve);
     let mut stopped = stop_rx.clone();
     let bound = config.drain_delay + config.drain_timeout;
@@ -376,6 +438,9 @@ pub async fn run(
         } => log::warn!(target: "grantid_server", "event=drain_timeout after_ms={}", bound.as_millis()),
     }
     watcher.abort();
+    if let Some(r) = reloader {
+        r.abort();
+    }
     if let Some(generator) = state.generator.get().cloned() {
         // Releases the worker (the authority may block on its store).
         let _ = tokio::task::spawn_blocking(move || generator.close()).await;

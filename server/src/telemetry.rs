@@ -50,6 +50,18 @@ fn describe() {
     );
     describe_counter!("grantid_ids_issued_total", "IDs returned to clients.");
     describe_counter!(
+        "grantid_tls_handshakes_refused_total",
+        "Connections refused at their TLS handshake."
+    );
+    describe_counter!(
+        "grantid_unauthenticated_total",
+        "Calls refused for their bearer token (UNAUTHENTICATED)."
+    );
+    describe_counter!(
+        "grantid_reloads_total",
+        "Reloads of the certificates and tokens, by what and outcome."
+    );
+    describe_counter!(
         "grantid_grant_answers_total",
         "GrantService.Acquire answers of the server's authority, by kind."
     );
@@ -161,6 +173,22 @@ pub fn code_name(code: Code) -> &'static str {
         Code::DataLoss => "DATA_LOSS",
         Code::Unauthenticated => "UNAUTHENTICATED",
     }
+}
+
+/// Counts a connection refused at its TLS handshake.
+pub fn tls_refused() {
+    counter!("grantid_tls_handshakes_refused_total").increment(1);
+}
+
+/// Counts a call refused for its bearer token (`UNAUTHENTICATED`).
+pub fn unauthenticated() {
+    counter!("grantid_unauthenticated_total").increment(1);
+}
+
+/// Counts a reload of the certificates or tokens, by outcome (`ok`,
+/// `failed`).
+pub fn reload(what: &'static str, outcome: &'static str) {
+    counter!("grantid_reloads_total", "what" => what, "outcome" => outcome).increment(1);
 }
 
 /// Counts one answer of the server's authority to a GrantService call.

@@ -71,6 +71,8 @@ pub struct HarnessConfig {
     pub min_ids: u64,
     /// Load the IDs into PostgreSQL at the end.
     pub pg_check: bool,
+    /// The PostgreSQL authority over TLS (`sslmode=verify-full`).
+    pub tls: bool,
     /// Use this server instead of a throwaway one (no PostgreSQL faults).
     pub reuse_url: Option<String>,
     /// Where the files go (a new temporary directory if `None`).
@@ -122,6 +124,8 @@ proof from the IDs alone (0 duplicates).
                          (with redis: no PostgreSQL at all)
   --reuse-postgres URL   use this server (no postgres faults); with redis,
                          for the primary-key table only
+  --tls                  postgres: the authority over TLS (a throwaway CA,
+                         sslmode=verify-full)
   --work-dir DIR         record files here (default: a new temp dir)
   --keep                 keep the record files
   --seed N               random seed
@@ -138,6 +142,7 @@ proof from the IDs alone (0 duplicates).
 
 const FLAGS: &[&str] = &[
     "no-pg-check",
+    "tls",
     "keep",
     "fault-shared-fake-grant",
     "fault-defeat-quarantine",
@@ -163,6 +168,7 @@ const OPTIONS: &[&str] = &[
     "pg-down-ms",
     "min-ids",
     "no-pg-check",
+    "tls",
     "reuse-postgres",
     "work-dir",
     "keep",
@@ -243,6 +249,7 @@ impl HarnessConfig {
             fault_defeat_quarantine: a.flag("fault-defeat-quarantine"),
             min_ids: a.get("min-ids", 0)?,
             pg_check: !a.flag("no-pg-check"),
+            tls: a.flag("tls"),
             reuse_url: a.str("reuse-postgres").map(str::to_owned),
             work_dir: a.str("work-dir").map(PathBuf::from),
             keep: a.flag("keep"),
@@ -271,6 +278,12 @@ impl HarnessConfig {
         }
         if c.python.is_some() && c.authority == AuthorityKind::Redis {
             return Err("--python is not run with --authority redis".into());
+        }
+        if c.tls && (c.authority != AuthorityKind::Postgres || c.reuse_url.is_some()) {
+            return Err(
+                "--tls needs --authority postgres and a throwaway server (no --reuse-postgres)"
+                    .into(),
+            );
         }
         if c.fault_defeat_quarantine && c.authority != AuthorityKind::Redis {
             return Err("--fault-defeat-quarantine needs --authority redis".into());
@@ -333,6 +346,7 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
     let redis_mode = c.authority == AuthorityKind::Redis;
     // PostgreSQL: the authority, or (state-loss mode) the proof's table only.
     let mut pg = match &c.reuse_url {
+        None if c.tls => Some(PgServer::start_tls()?),
         None if !redis_mode || c.pg_check => Some(PgServer::start()?),
         _ => None,
     };
@@ -340,12 +354,17 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
         .reuse_url
         .clone()
         .or_else(|| pg.as_ref().map(PgServer::url));
+    // What the authority is given: over TLS with --tls (the proof's table
+    // is loaded over pg_url).
+    let authority_url = pg
+        .as_ref()
+        .map_or_else(|| pg_url.clone(), |p| Some(p.authority_url()));
     let mut redis = if redis_mode {
         Some(RedisServer::start()?)
     } else {
         None
     };
-    let url = match (&redis, &pg_url) {
+    let url = match (&redis, &authority_url) {
         (Some(r), _) => format!(
             "{}?lease_grace_ms={}&timeout_ms=1000&max_lead_ms={}&clock_skew_ms={}",
             r.url(),
@@ -417,10 +436,15 @@ fn run_in(c: &HarnessConfig, dir: &std::path::Path, started: Instant) -> Result<
         None => None,
     };
     eprintln!(
-        "torture: {} processes x {} threads, namespace {namespace}, files in {}",
+        "torture: {} processes x {} threads, namespace {namespace}, files in {}, authority {}",
         c.processes,
         c.threads,
-        dir.display()
+        dir.display(),
+        match (redis_mode, c.tls) {
+            (true, _) => "redis",
+            (false, true) => "postgres over TLS (sslmode=verify-full)",
+            (false, false) => "postgres",
+        }
     );
 
     // The faulty phase: every enabled kind once, in order, then at random.
@@ -969,6 +993,9 @@ mod tests {
         );
         assert!(parse("--authority redis --faults kill,stop,redis-stale").is_ok());
         assert!(parse("--authority etcd").is_err());
+        assert!(parse("--tls").unwrap().tls);
+        assert!(parse("--authority redis --tls").is_err());
+        assert!(parse("--tls --reuse-postgres postgres://h/db --faults kill").is_err());
         assert!(parse("--fault-defeat-quarantine").is_err());
         assert!(
             parse("--authority redis --max-lead-ms 500")

@@ -25,6 +25,8 @@ pub struct PgServer {
     dir: PathBuf,
     port: u16,
     running: bool,
+    /// With TLS on: the CA that signed the server's certificate.
+    ca: Option<PathBuf>,
 }
 
 fn is_root() -> bool {
@@ -88,6 +90,17 @@ fn quote(p: &Path) -> String {
 impl PgServer {
     /// Creates and starts a server in a new temporary directory.
     pub fn start() -> Result<PgServer, String> {
+        Self::start_with(false)
+    }
+
+    /// Like [`PgServer::start`], with TLS on as well (`ssl=on`, a
+    /// certificate for 127.0.0.1 and localhost from a throwaway CA made with
+    /// openssl): [`PgServer::authority_url`] then verifies it.
+    pub fn start_tls() -> Result<PgServer, String> {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Result<PgServer, String> {
         let bin = find_bin()
             .ok_or("no PostgreSQL server binaries (install postgresql, or set GRANTID_PG_BIN)")?;
         // As root the server runs as `postgres`, which must reach the
@@ -116,6 +129,7 @@ impl PgServer {
             dir,
             port,
             running: false,
+            ca: None,
         };
         run_as_pg(&format!(
             "{} -D {} -A trust -U postgres --no-sync >{} 2>&1",
@@ -123,17 +137,59 @@ impl PgServer {
             quote(&server.data()),
             quote(&server.dir.join("initdb.log"))
         ))?;
+        if tls {
+            server.make_certificates()?;
+        }
         server.start_again()?;
         Ok(server)
+    }
+
+    /// A CA, and a server certificate and key signed by it, in the
+    /// server's directory.
+    fn make_certificates(&mut self) -> Result<(), String> {
+        let d = &self.dir;
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        let ext = d.join("server.ext");
+        std::fs::write(
+            &ext,
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .map_err(|e| format!("{}: {e}", ext.display()))?;
+        run_as_pg(&format!(
+            "cd {dir} && openssl req -x509 {ec} -days 2 -subj '/CN=grantid torture CA' \
+             -keyout ca.key -out ca.crt -addext basicConstraints=critical,CA:TRUE \
+             -addext keyUsage=critical,keyCertSign,cRLSign >openssl.log 2>&1 \
+             && openssl req {ec} -subj /CN=localhost -keyout server.key -out server.csr \
+             >>openssl.log 2>&1 && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key \
+             -CAcreateserial -days 2 -extfile server.ext -out server.crt >>openssl.log 2>&1 \
+             && chmod 600 server.key",
+            dir = quote(d)
+        ))?;
+        self.ca = Some(d.join("ca.crt"));
+        Ok(())
     }
 
     fn data(&self) -> PathBuf {
         self.dir.join("data")
     }
 
-    /// The server's URL (user `postgres`, database `postgres`).
+    /// The server's URL (user `postgres`, database `postgres`), plain text.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The URL the authority is given: [`PgServer::url`], or with TLS on,
+    /// the server by its host name with its certificate verified
+    /// (`sslmode=verify-full`).
+    pub fn authority_url(&self) -> String {
+        match &self.ca {
+            Some(ca) => format!(
+                "postgres://postgres@localhost:{}/postgres?sslmode=verify-full&sslrootcert={}",
+                self.port,
+                ca.display()
+            ),
+            None => self.url(),
+        }
     }
 
     /// The server's log file.
@@ -143,11 +199,18 @@ impl PgServer {
 
     /// Starts the stopped server again on the same port.
     pub fn start_again(&mut self) -> Result<(), String> {
-        let opts = format!(
+        let mut opts = format!(
             "-c listen_addresses=127.0.0.1 -p {} -k {} -c max_connections=100",
             self.port,
             quote(&self.dir)
         );
+        if self.ca.is_some() {
+            opts.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                quote(&self.dir.join("server.crt")),
+                quote(&self.dir.join("server.key"))
+            ));
+        }
         run_as_pg(&format!(
             "{} -D {} -l {} -w -t 60 -o \"{}\" start >/dev/null",
             quote(&self.bin.join("pg_ctl")),

@@ -44,7 +44,8 @@ def free_port():
 class Server:
     """One `grantid serve` process."""
 
-    def __init__(self, *extra, state=None, port=None, namespace="py", authority=None):
+    def __init__(self, *extra, state=None, port=None, namespace="py", authority=None,
+                 credentials=None):
         self.dir = tempfile.mkdtemp(prefix="grantid-serve-")
         self.state = state or os.path.join(self.dir, "state.json")
         authority = authority or f"file:{self.state}"
@@ -55,7 +56,10 @@ class Server:
             [BIN, "serve", "--listen", f"127.0.0.1:{self.port}",
              "--authority", authority, "--namespace", namespace, *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        if credentials is None:
+            self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        else:
+            self.channel = tls_channel(self.port, credentials)
         self.ids = rpc.IdGeneratorServiceStub(self.channel)
         self.grants = rpc.GrantServiceStub(self.channel)
         self.health = health_pb2_grpc.HealthStub(self.channel)
@@ -104,6 +108,140 @@ def decode(id_):
     ts = id_ >> (WORKER_BITS + SEQUENCE_BITS)
     worker = (id_ >> SEQUENCE_BITS) & ((1 << WORKER_BITS) - 1)
     return ts, worker
+
+
+def tls_channel(port, credentials):
+    """A TLS channel to 127.0.0.1:port, checking the name `localhost`."""
+    return grpc.secure_channel(
+        f"127.0.0.1:{port}", credentials,
+        options=[("grpc.ssl_target_name_override", "localhost")])
+
+
+class Pki:
+    """A throwaway CA, a server certificate (localhost, 127.0.0.1) and a
+    client certificate, as PEM files in a temporary directory."""
+
+    def __init__(self):
+        import datetime
+        import ipaddress
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self.dir = tempfile.mkdtemp(prefix="grantid-pki-")
+        now = datetime.datetime.now(datetime.timezone.utc)
+
+        def name(cn):
+            return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+        def cert(subject, key, issuer, issuer_key, ca=False, sans=None):
+            b = (x509.CertificateBuilder().subject_name(name(subject))
+                 .issuer_name(name(issuer)).public_key(key.public_key())
+                 .serial_number(x509.random_serial_number())
+                 .not_valid_before(now - datetime.timedelta(hours=1))
+                 .not_valid_after(now + datetime.timedelta(days=1))
+                 .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+            if sans:
+                b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            return b.sign(issuer_key, hashes.SHA256())
+
+        def write(file, data):
+            path = os.path.join(self.dir, file)
+            with open(path, "wb") as f:
+                f.write(data)
+            return data
+
+        def key_pem(key):
+            return key.private_bytes(serialization.Encoding.PEM,
+                                     serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
+
+        pem = serialization.Encoding.PEM
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = cert("grantid test CA", ca_key, "grantid test CA", ca_key, ca=True)
+        self.ca = write("ca.pem", ca.public_bytes(pem))
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+        write("server.pem", cert("server", server_key, "grantid test CA", ca_key,
+                                 sans=sans).public_bytes(pem))
+        write("server.key", key_pem(server_key))
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        self.client_cert = write("client.pem", cert("client", client_key, "grantid test CA",
+                                                    ca_key).public_bytes(pem))
+        self.client_key = write("client.key", key_pem(client_key))
+
+    def path(self, file):
+        return os.path.join(self.dir, file)
+
+
+TOKEN = "python-token-0123456789abcdef"
+TOKEN_OTHER = "python-other-0123456789abcdef"
+
+
+class TlsTest(unittest.TestCase):
+    """TLS with client certificates (mTLS) and bearer tokens: grpcio's
+    ssl_channel_credentials and call metadata."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = Pki()
+        tokens = cls.pki.path("tokens")
+        with open(tokens, "w") as f:
+            f.write(f"# every namespace\n{TOKEN}\n{TOKEN_OTHER} other\n")
+        cls.credentials = grpc.ssl_channel_credentials(
+            root_certificates=cls.pki.ca, private_key=cls.pki.client_key,
+            certificate_chain=cls.pki.client_cert)
+        # Health answers without a token: the server is waited for with it.
+        cls.server = Server("--tls-cert", cls.pki.path("server.pem"),
+                            "--tls-key", cls.pki.path("server.key"),
+                            "--tls-client-ca", cls.pki.path("ca.pem"),
+                            "--token-file", tokens, credentials=cls.credentials)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+
+    def test_ids_with_a_token(self):
+        auth = [("authorization", f"Bearer {TOKEN}")]
+        r = self.server.ids.GenerateId(pb.GenerateIdRequest(), metadata=auth)
+        self.assertGreater(r.id, 0)
+        b = self.server.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000), metadata=auth)
+        self.assertEqual(len(set(b.ids)), 1000)
+        self.assertNotIn(r.id, b.ids)
+
+    def test_no_token_or_an_unknown_one_is_unauthenticated(self):
+        for metadata in [(), [("authorization", "Bearer not-a-token-of-the-server")],
+                         [("authorization", f"Basic {TOKEN}")]]:
+            code, details, _ = code_of(
+                lambda: self.server.ids.GenerateId(pb.GenerateIdRequest(), metadata=metadata))
+            self.assertEqual(code, grpc.StatusCode.UNAUTHENTICATED, details)
+            self.assertNotIn(TOKEN, details)
+        code, _, _ = code_of(lambda: self.server.grants.Limits(pb.LimitsRequest()))
+        self.assertEqual(code, grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_a_token_of_another_namespace_is_permission_denied(self):
+        auth = [("authorization", f"Bearer {TOKEN_OTHER}")]
+        code, details, _ = code_of(
+            lambda: self.server.ids.GenerateId(pb.GenerateIdRequest(), metadata=auth))
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED, details)
+        self.assertIn('"py"', details)
+        code, _, _ = code_of(lambda: self.server.grants.Init(pb.InitRequest(), metadata=auth))
+        self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_health_needs_no_token(self):
+        self.assertEqual(self.server.status(), health_pb2.HealthCheckResponse.SERVING)
+
+    def test_no_client_certificate_or_plaintext_is_refused(self):
+        no_cert = tls_channel(self.server.port,
+                              grpc.ssl_channel_credentials(root_certificates=self.pki.ca))
+        plain = grpc.insecure_channel(f"127.0.0.1:{self.server.port}")
+        for channel in (no_cert, plain):
+            with channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                code, _, _ = code_of(
+                    lambda: stub.Check(health_pb2.HealthCheckRequest(), timeout=2))
+                self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
 
 
 class RegionTest(unittest.TestCase):

@@ -1,0 +1,339 @@
+//! TLS of `grantid serve` (`--tls-cert`, `--tls-key`, `--tls-client-ca`):
+//! rustls with the ring provider, through tokio-rustls, so the certificate
+//! can change while the server runs (docs/SERVICE.md, "TLS, mTLS and
+//! tokens").
+//!
+//! * Each accepted connection takes the configuration current at its
+//!   handshake; a reload swaps it for the next connections, and the
+//!   connections already made (their calls in flight) go on untouched.
+//! * A reload that fails (a file missing, a key that is not the
+//!   certificate's) keeps the configuration in use and logs why.
+//! * Handshakes run on tasks of their own, at most [`HANDSHAKE_TIMEOUT`]
+//!   each, so a slow or silent client never holds up the accept loop.
+//! * Private keys' paths are never printed: the messages name the flag.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use grantid::{Error, ErrorKind};
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::server::TlsStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// Longest TLS handshake a client gets.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshaken connections waiting for the server to take them.
+const ACCEPTED_QUEUE: usize = 128;
+
+/// The PEM files of the server's TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The server's certificate chain (PEM, the server's certificate
+    /// first).
+    pub cert: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1 PEM, unencrypted).
+    pub key: PathBuf,
+    /// The CA certificates that sign the clients' certificates: with it
+    /// every client must present one (mTLS).
+    pub client_ca: Option<PathBuf>,
+}
+
+fn invalid(why: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::InvalidArgument, why.to_string())
+}
+
+fn certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let shown = path.display();
+    let pem = std::fs::read(path).map_err(|e| invalid(format!("{flag} {shown}: {e}")))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(format!("{flag} {shown}: not a PEM certificate file: {e}")))?;
+    if certs.is_empty() {
+        return Err(invalid(format!(
+            "{flag} {shown}: no certificate (-----BEGIN CERTIFICATE-----) in the file"
+        )));
+    }
+    Ok(certs)
+}
+
+/// The server's configuration from `files`: its certificate and key, the
+/// client verifier of `client_ca`, ALPN `h2`.
+fn server_config(files: &TlsFiles) -> Result<ServerConfig, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = certificates("--tls-cert", &files.cert)?;
+    let pem = std::fs::read(&files.key)
+        .map_err(|e| invalid(format!("--tls-key: cannot read the key file: {e}")))?;
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        invalid(format!(
+            "--tls-key: no unencrypted private key (PKCS#8, PKCS#1 or SEC1 PEM) in the key \
+             file: {e}"
+        ))
+    })?;
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(format!("TLS: {e}")))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in certificates("--tls-client-ca", path)? {
+                roots.add(cert).map_err(|e| {
+                    invalid(format!(
+                        "--tls-client-ca {}: not a usable CA certificate: {e}",
+                        path.display()
+                    ))
+                })?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| invalid(format!("--tls-client-ca {}: {e}", path.display())))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| {
+        invalid(format!(
+            "--tls-cert {} and --tls-key: not a certificate and its key: {e}",
+            files.cert.display()
+        ))
+    })?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// The server's TLS: its files, and the configuration new connections
+/// take.
+#[derive(Debug)]
+pub(crate) struct Tls {
+    pub files: TlsFiles,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl Tls {
+    /// Reads the files: any problem is `InvalidArgument`, naming the flag.
+    pub fn load(files: &TlsFiles) -> Result<Tls, Error> {
+        Ok(Tls {
+            current: RwLock::new(Arc::new(server_config(files)?)),
+            files: files.clone(),
+        })
+    }
+
+    /// Reads the files again; on success the next connections take the new
+    /// configuration, on failure the old one stays.
+    pub fn reload(&self) -> Result<(), Error> {
+        let fresh = Arc::new(server_config(&self.files)?);
+        if let Ok(mut current) = self.current.write() {
+            *current = fresh;
+        }
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<ServerConfig> {
+        match self.current.read() {
+            Ok(c) => Arc::clone(&c),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+}
+
+/// One handshaken connection.
+pub(crate) struct TlsConn(TlsStream<TcpStream>);
+
+impl Connected for TlsConn {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.0.get_ref().0.connect_info()
+    }
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// The handshaken connections of `listener`, for tonic's
+/// `serve_with_incoming_shutdown`. The listener closes when the stream is
+/// dropped (tonic drops it when the drain begins).
+pub(crate) fn incoming(
+    listener: TcpListener,
+    tls: Arc<Tls>,
+    keepalive: Duration,
+) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsConn>> {
+    let (tx, rx) = mpsc::channel(ACCEPTED_QUEUE);
+    tokio::spawn(accept_loop(listener, tls, keepalive, tx));
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Arc<Tls>,
+    keepalive: Duration,
+    tx: mpsc::Sender<io::Result<TlsConn>>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = tx.closed() => return,
+            a = listener.accept() => a,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors and the like: pause, go on.
+                log::warn!(target: "grantid_server", "event=accept_failed error={e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let _ = socket2::SockRef::from(&tcp)
+            .set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(keepalive));
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(conn)) => {
+                    let _ = tx.send(Ok(TlsConn(conn))).await;
+                }
+                Ok(Err(e)) => refused(peer, &e.to_string()),
+                Err(_) => refused(peer, "no handshake within the timeout"),
+            }
+        });
+    }
+}
+
+fn refused(peer: SocketAddr, why: &str) {
+    crate::telemetry::tls_refused();
+    log::info!(target: "grantid_server", "event=tls_refused peer={peer} error={why:?}");
+}
+
+/// How often the files are looked at for a change.
+pub const FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What identifies a version of a file: its modification time, length and
+/// inode (a file replaced by a rename is another inode).
+type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// Reloads the certificates and the tokens on SIGHUP (`hangup`, both) and
+/// when one of their files changes (what that file belongs to), until
+/// `stop`. A failed reload keeps what is in use and logs why.
+pub(crate) async fn reload_loop(
+    tls: Option<Arc<Tls>>,
+    tokens: Option<Arc<crate::auth::Tokens>>,
+    mut hangup: Option<tokio::signal::unix::Signal>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let tls_files: Vec<PathBuf> = tls.as_ref().map_or_else(Vec::new, |t| {
+        [
+            Some(&t.files.cert),
+            Some(&t.files.key),
+            t.files.client_ca.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+    });
+    let token_files: Vec<PathBuf> = tokens.iter().map(|t| t.path.clone()).collect();
+    let stamps = |files: &[PathBuf]| files.iter().map(|f| stamp(f)).collect::<Vec<_>>();
+    let (mut tls_seen, mut tokens_seen) = (stamps(&tls_files), stamps(&token_files));
+    let mut tick = tokio::time::interval(FILE_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let signalled = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => false,
+            Some(()) = async {
+                match hangup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => true,
+        };
+        if signalled {
+            log::info!(target: "grantid_server", "event=signal signal=SIGHUP");
+        }
+        let (tls_now, tokens_now) = (stamps(&tls_files), stamps(&token_files));
+        if let Some(t) = &tls
+            && (signalled || tls_now != tls_seen)
+        {
+            tls_seen = tls_now;
+            reported("tls", t.reload().map(|()| String::new()));
+        }
+        if let Some(t) = &tokens
+            && (signalled || tokens_now != tokens_seen)
+        {
+            tokens_seen = tokens_now;
+            reported("tokens", t.reload().map(|n| format!(" tokens={n}")));
+        }
+    }
+}
+
+/// Logs and counts the outcome of a reload of `what`; `Ok` holds more to
+/// log.
+fn reported(what: &'static str, outcome: Result<String, Error>) {
+    match outcome {
+        Ok(more) => {
+            crate::telemetry::reload(what, "ok");
+            log::info!(target: "grantid_server", "event=reloaded what={what}{more}");
+        }
+        Err(e) => {
+            crate::telemetry::reload(what, "failed");
+            log::error!(
+                target: "grantid_server",
+                "event=reload_failed what={what} kept=previous error={:?}", e.message()
+            );
+        }
+    }
+}

@@ -7,13 +7,15 @@
 #   grantid-linux-x64-gnu-VERSION.tgz                     npm platform package (the addon)
 #   grantid-c-VERSION-x86_64-linux-gnu.tar.gz             C: include/, lib/ (.so with soname, .a), lib/pkgconfig/grantid.pc
 #   grantid-cli-VERSION-x86_64-linux-gnu.tar.gz           the grantid command, completions, docs
+#   grantid-cli-VERSION-aarch64-linux-musl.tar.gz         the same, a static arm64 binary (cross-linked by zig)
 #   SHA256SUMS
 #
 # Every artifact carries LICENSE-MIT and LICENSE-APACHE; release builds have
 # no debug info (the `release` profile of Cargo.toml). Tools are installed
 # once per machine and cached under $GRANTID_TOOLS (scripts/lib/env.sh,
 # outside target/): cargo-c 0.10.24 (a debug build, see below), a venv with
-# maturin and PyPI's ziglang (the manylinux2014 link); @napi-rs/cli comes
+# maturin, PyPI's ziglang (the manylinux2014 link) and cargo-zigbuild (the
+# cross builds); @napi-rs/cli comes
 # from bindings-node's lockfile. scripts/package.d/90-install.sh installs the
 # results as a user would.
 set -euo pipefail
@@ -44,19 +46,26 @@ step() { echo "--- package: $*"; }
 cargo_tool cargo-c 0.10.24 cargo-cinstall
 cinstall=$TOOL
 venv=$GRANTID_TOOLS/package-venv
-if ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1.16.0$'; then
-  step "installing maturin 1.16.0 and ziglang into $venv (once)"
+if ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1.16.0$' \
+   || ! "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q '^cargo-zigbuild 0.24.1$'; then
+  step "installing maturin 1.16.0, ziglang and cargo-zigbuild into $venv (once)"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1
+  "$venv/bin/pip" install -q --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1 cargo-zigbuild==0.24.1
 fi
 if [ ! -x bindings-node/node_modules/.bin/napi ]; then
   (cd bindings-node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# Every artifact carries every authority: the `etcd` feature on (protoc is
+# needed to build it, never to run it).
+. scripts/lib/protoc.sh
+ensure_protoc
+features=(--features etcd)
+
 # ---- the CLI ---------------------------------------------------------------
 step "grantid CLI"
-CARGO_TARGET_DIR=$builds/release cargo build --locked --release -p grantid-cli --target "$host"
+CARGO_TARGET_DIR=$builds/release cargo build --locked --release -p grantid-cli "${features[@]}" --target "$host"
 cli=$stage/grantid-cli-$version-x86_64-linux-gnu
 mkdir -p "$cli/completions" "$cli/doc"
 cp "$builds/release/$host/release/grantid" "$cli/"
@@ -65,10 +74,26 @@ cp docs/CLI.md docs/DESIGN.md "$cli/doc/"
 for shell in bash zsh fish; do "$cli/grantid" completions "$shell" > "$cli/completions/grantid.$shell"; done
 tar -C "$stage" -czf "$dist/$(basename "$cli").tar.gz" "$(basename "$cli")"
 
+# ---- the CLI for other Linux targets: static musl binaries, linked by zig --
+# (GRANTID_CROSS_CLI names the Rust targets; the completions are the host
+# build's, the same text.)
+for target in ${GRANTID_CROSS_CLI-aarch64-unknown-linux-musl}; do
+  step "grantid CLI for $target (cargo zigbuild)"
+  rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+  CARGO_TARGET_DIR=$builds/cross PATH="$venv/bin:$PATH" cargo zigbuild --locked --release -p grantid-cli \
+    "${features[@]}" --target "$target"
+  arch=${target%%-*} abi=${target##*-}
+  cross=$stage/grantid-cli-$version-$arch-linux-$abi
+  mkdir -p "$cross"
+  cp -r "$cli/completions" "$cli/doc" "$cli"/LICENSE-* "$cli/README.md" "$cross/"
+  cp "$builds/cross/$target/release/grantid" "$cross/"
+  tar -C "$stage" -czf "$dist/$(basename "$cross").tar.gz" "$(basename "$cross")"
+done
+
 # ---- C: cargo-c installs the libraries, header and pkg-config file ---------
 step "C libraries (cargo cinstall)"
 c=$stage/grantid-c-$version-x86_64-linux-gnu
-"$cinstall" cinstall --locked --release -p grantid-ffi --target "$host" \
+"$cinstall" cinstall --locked --release -p grantid-ffi "${features[@]}" --target "$host" \
   --target-dir "$builds/cargo-c" --destdir "$stage/c-destdir" --prefix /usr --libdir lib
 mv "$stage/c-destdir/usr" "$c"
 # The profile drops debug info from what rustc links; an archive also holds
@@ -85,7 +110,7 @@ tar -C "$stage" -czf "$dist/$(basename "$c").tar.gz" "$(basename "$c")"
 # ---- Python: abi3 wheel for glibc 2.17+ (zig links it) and the sdist -------
 step "Python wheel and sdist (maturin --zig, manylinux2014)"
 CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig --compatibility manylinux2014 \
-  --target "$host" -m bindings-python/Cargo.toml -o "$dist"
+  "${features[@]}" --target "$host" -m bindings-python/Cargo.toml -o "$dist"
 CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin sdist -m bindings-python/Cargo.toml -o "$dist"
 
 # ---- Node: napi-rs per-platform packages ------------------------------------
@@ -112,7 +137,7 @@ for target in $(node -p "require('./bindings-node/package.json').napi.targets.jo
     echo "skipped Node target $target: no cross linker is set up on this machine"
     continue
   fi
-  (cd bindings-node && "$napi" build --platform --release --target "$target" --target-dir "$builds/release" --output-dir "$main/out" \
+  (cd bindings-node && "$napi" build --platform --release "${features[@]}" --target "$target" --target-dir "$builds/release" --output-dir "$main/out" \
      --js index.js --dts index.d.ts)
   built+=("$target")
 done

@@ -11,10 +11,15 @@
 # etcd-server / etcd-client with apt when missing, and
 # exports GRANTID_TEST_POSTGRES_URL, GRANTID_TEST_REDIS_URL,
 # GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL. Each is declared a new
-# deployment (docs/AUTHORITIES.md, "State loss").
+# deployment (docs/AUTHORITIES.md, "State loss"). PostgreSQL also takes
+# TLS, with a certificate of a throwaway CA (openssl; the CA, and a server
+# certificate and key for 127.0.0.1 and localhost that other test servers
+# may use, in $GRANTID_TEST_TLS_DIR): GRANTID_TEST_POSTGRES_TLS_URL is the
+# same server through `sslmode=verify-full`.
 # services_stop stops what services_start started. Both are idempotent.
 # Set GRANTID_SERVICES=none to start nothing (tests needing a server then
-# skip, or fail under GRANTID_REQUIRE_SERVICES=1).
+# skip, or fail under GRANTID_REQUIRE_SERVICES=1), or to a comma-separated
+# list (postgres,redis,mariadb,etcd) to start only those.
 
 _services_log() { echo "services: $*"; }
 
@@ -42,6 +47,28 @@ _services_as_pg() {
   fi
 }
 
+# A throwaway CA and a server certificate for 127.0.0.1 and localhost:
+# $GRANTID_TEST_TLS_DIR/{ca.crt,server.crt,server.key}.
+_services_tls() {
+  [ -n "${GRANTID_TEST_TLS_DIR:-}" ] && [ -f "$GRANTID_TEST_TLS_DIR/server.key" ] && return 0
+  _services_apt openssl openssl || return 1
+  local dir
+  dir=$(mktemp -d /tmp/grantid-tls.XXXXXX)
+  chmod 755 "$dir"
+  {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+      -subj "/CN=grantid test CA" -keyout "$dir/ca.key" -out "$dir/ca.crt" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+    && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -subj "/CN=localhost" -keyout "$dir/server.key" -out "$dir/server.csr" \
+    && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$dir/ext" \
+    && openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+      -days 2 -extfile "$dir/ext" -out "$dir/server.crt"
+  } >"$dir/openssl.log" 2>&1 || { _services_log "openssl failed:"; tail -5 "$dir/openssl.log"; return 1; }
+  _GRANTID_TLS_DIR=$dir
+  export GRANTID_TEST_TLS_DIR=$dir
+}
+
 _services_start_postgres() {
   if [ -n "${_GRANTID_PG_DIR:-}" ] && [ -f "$_GRANTID_PG_DIR/data/postmaster.pid" ]; then
     _services_log "postgres already running at $GRANTID_TEST_POSTGRES_URL"
@@ -63,17 +90,27 @@ _services_start_postgres() {
   chmod 755 "$dir"
   [ "$(id -u)" = 0 ] && chown postgres "$dir"
   port=$(_services_free_port)
+  local ssl=""
+  if _services_tls; then
+    cp "$GRANTID_TEST_TLS_DIR/server.crt" "$GRANTID_TEST_TLS_DIR/server.key" "$dir/"
+    chmod 600 "$dir/server.key"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir/server.crt" "$dir/server.key"
+    ssl="-c ssl=on -c ssl_cert_file='$dir/server.crt' -c ssl_key_file='$dir/server.key'"
+  fi
   _services_log "starting postgres ($bin) in $dir on 127.0.0.1:$port"
   if ! _services_as_pg "'$bin/initdb' -D '$dir/data' -A trust -U postgres --no-sync >'$dir/initdb.log' 2>&1"; then
     _services_log "initdb failed:"; tail -5 "$dir/initdb.log"; return 1
   fi
   if ! _services_as_pg "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -w -t 30 \
-        -o \"-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c max_connections=200\" start >/dev/null"; then
+        -o \"-c listen_addresses=127.0.0.1 -p $port -k '$dir' -c max_connections=200 $ssl\" start >/dev/null"; then
     _services_log "postgres did not start:"; tail -5 "$dir/server.log"; return 1
   fi
   _GRANTID_PG_DIR=$dir
   _GRANTID_PG_BIN=$bin
   export GRANTID_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  if [ -n "$ssl" ]; then
+    export GRANTID_TEST_POSTGRES_TLS_URL="postgres://postgres@localhost:$port/postgres?sslmode=verify-full&sslrootcert=$GRANTID_TEST_TLS_DIR/ca.crt"
+  fi
   # A throwaway server never issued an ID: apply the schema and declare it
   # a new deployment, so its first use needs no state-loss quarantine
   # (`grantid authority init --new-deployment`; docs/AUTHORITIES.md).
@@ -222,11 +259,14 @@ services_start() {
     _services_log "GRANTID_SERVICES=none: starting nothing"
     return 0
   fi
-  _services_start_postgres || _services_log "PostgreSQL unavailable: its tests will skip or fail"
-  _services_start_redis || _services_log "Redis unavailable: its tests will skip or fail"
-  _services_start_mariadb || _services_log "MariaDB unavailable: its tests will skip or fail"
-  _services_start_etcd || _services_log "etcd unavailable: its tests will skip or fail"
+  local wanted=,${GRANTID_SERVICES:-postgres,redis,mariadb,etcd}, name
+  for name in postgres redis mariadb etcd; do
+    case $wanted in
+      *,$name,*) "_services_start_$name" || _services_log "$name unavailable: its tests will skip or fail" ;;
+    esac
+  done
   [ -n "${GRANTID_TEST_POSTGRES_URL:-}" ] && _services_log "GRANTID_TEST_POSTGRES_URL=$GRANTID_TEST_POSTGRES_URL"
+  [ -n "${GRANTID_TEST_POSTGRES_TLS_URL:-}" ] && _services_log "GRANTID_TEST_POSTGRES_TLS_URL=$GRANTID_TEST_POSTGRES_TLS_URL"
   [ -n "${GRANTID_TEST_REDIS_URL:-}" ] && _services_log "GRANTID_TEST_REDIS_URL=$GRANTID_TEST_REDIS_URL"
   [ -n "${GRANTID_TEST_MYSQL_URL:-}" ] && _services_log "GRANTID_TEST_MYSQL_URL=$GRANTID_TEST_MYSQL_URL"
   [ -n "${GRANTID_TEST_ETCD_URL:-}" ] && _services_log "GRANTID_TEST_ETCD_URL=$GRANTID_TEST_ETCD_URL"
@@ -234,12 +274,17 @@ services_start() {
 }
 
 services_stop() {
+  if [ -n "${_GRANTID_TLS_DIR:-}" ]; then
+    rm -rf "$_GRANTID_TLS_DIR"
+    _GRANTID_TLS_DIR=
+    unset GRANTID_TEST_TLS_DIR
+  fi
   if [ -n "${_GRANTID_PG_DIR:-}" ]; then
     _services_log "stopping postgres in $_GRANTID_PG_DIR"
     _services_as_pg "'$_GRANTID_PG_BIN/pg_ctl' -D '$_GRANTID_PG_DIR/data' -m immediate -w stop >/dev/null 2>&1" || true
     rm -rf "$_GRANTID_PG_DIR"
     _GRANTID_PG_DIR=
-    unset GRANTID_TEST_POSTGRES_URL
+    unset GRANTID_TEST_POSTGRES_URL GRANTID_TEST_POSTGRES_TLS_URL
   fi
   if [ -n "${_GRANTID_REDIS_PORT:-}" ]; then
     _services_log "stopping redis on port $_GRANTID_REDIS_PORT"

@@ -4,6 +4,8 @@
 # offline, a C program built with `pkg-config --cflags --libs grantid`
 # against the unpacked C tarball, and the CLI from its tarball. Each checks
 # the licence files, the absence of debug info, and a few real calls.
+# Every artifact carries every authority: each also takes IDs from a
+# throwaway etcd (started here unless the tier's services run).
 # Budget: a few minutes (plus the tools' one-time build on a fresh machine).
 need=()
 command -v pkg-config >/dev/null || need+=(pkg-config)
@@ -18,7 +20,10 @@ dist=$CARGO_TARGET_DIR/install-test/dist
 GRANTID_DIST=$dist ./scripts/package.sh
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 work=$(mktemp -d /tmp/grantid-install.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. scripts/lib/services.sh
+trap 'services_stop; rm -rf "$work"' EXIT
+[ -n "${GRANTID_TEST_ETCD_URL:-}" ] || GRANTID_SERVICES=etcd services_start
+etcd=${GRANTID_TEST_ETCD_URL:?no etcd to check the artifacts against}
 # A PATH with the system's tools and nothing of Rust (no ~/.cargo/bin).
 plain_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 plain_path=$(echo "$plain_path" | tr : '\n' | while read -r d; do
@@ -67,6 +72,14 @@ else:
 print("python: ok,", grantid.__name__, len(ids), "IDs")
 EOF
 )
+env -i HOME="$work" PATH="$work/venv/bin:$plain_path" python - "$etcd" <<'EOF'
+import sys
+import grantid
+with grantid.Generator(sys.argv[1], namespace="install-etcd-v1") as gen:
+    ids = gen.next_ids(1000)
+    assert len(set(ids)) == len(ids)
+print("python: ok, 1000 IDs from", sys.argv[1])
+EOF
 
 echo "--- install: npm main and platform tarballs in a fresh project, offline"
 mkdir -p "$work/node-app"
@@ -99,6 +112,17 @@ assert.ok(loaded.includes(path.join('node_modules', 'grantid-linux-x64-gnu')), l
   assert.strictEqual(gen.decode(String(ids[0])).worker, gen.stats().worker)
   gen.close()
   console.log('node: ok,', ids.length, 'IDs from', path.basename(loaded))
+})().catch((e) => { console.error(e); process.exit(1) })
+EOF
+  node - "$etcd" <<'EOF'
+const assert = require('node:assert')
+const { Generator } = require('grantid')
+;(async () => {
+  const gen = await Generator.start({ grantSource: process.argv[2], namespace: 'install-etcd-v1' })
+  const ids = gen.nextIds(1000).map(BigInt)
+  assert.strictEqual(new Set(ids).size, ids.length)
+  gen.close()
+  console.log('node: ok,', ids.length, 'IDs from', process.argv[2])
 })().catch((e) => { console.error(e); process.exit(1) })
 EOF
 )
@@ -143,6 +167,7 @@ LD_LIBRARY_PATH=$(pkg-config --variable=libdir grantid) "$work/app-shared" "file
 gcc -std=c11 "$work/app.c" $(pkg-config --cflags grantid) "$prefix/lib/libgrantid.a" \
   $(pkg-config --libs-only-l --static grantid | sed 's/-lgrantid //') -o "$work/app-static"
 "$work/app-static" "file:$work/c-state.json"
+"$work/app-static" "$etcd"
 unset PKG_CONFIG_PATH
 soname=$(readelf -d "$prefix"/lib/libgrantid.so | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libgrantid.so.${version%.*}" ] || { echo "soname is '$soname'" >&2; exit 1; }
@@ -158,5 +183,29 @@ cli=$work/grantid-cli-$version-x86_64-linux-gnu/grantid
 no_debug_info "$cli"
 env -i HOME="$work" PATH="$plain_path" "$cli" --version | grep -qx "grantid $version"
 [ "$(env -i HOME="$work" PATH="$plain_path" "$cli" next -n 5 -a static:3 | wc -l)" = 5 ]
+[ "$(env -i HOME="$work" PATH="$plain_path" "$cli" next -n 5 -a "$etcd" --namespace install-etcd-v1 | wc -l)" = 5 ]
+env -i HOME="$work" PATH="$plain_path" "$cli" authority status "$etcd" | grep -q install-etcd-v1 \
+  || { echo "grantid authority status $etcd does not list namespace install-etcd-v1" >&2; exit 1; }
 grep -q 'complete -c grantid' "$work/grantid-cli-$version-x86_64-linux-gnu/completions/grantid.fish"
+echo "--- install: the static arm64 CLI under qemu-aarch64-static"
+command -v qemu-aarch64-static >/dev/null || {
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static
+}
+arm_tgz=$dist/grantid-cli-$version-aarch64-linux-musl.tar.gz
+has_licences "$(tar -tzf "$arm_tgz")" "$arm_tgz"
+tar -C "$work" -xzf "$arm_tgz"
+arm=$work/grantid-cli-$version-aarch64-linux-musl/grantid
+readelf -h "$arm" | grep -q 'Machine:.*AArch64' || { echo "$arm is not an arm64 binary" >&2; exit 1; }
+if readelf -l "$arm" | grep -q INTERP || readelf -d "$arm" | grep -q NEEDED; then
+  echo "$arm is not static: it names an interpreter or shared libraries" >&2; exit 1
+fi
+no_debug_info "$arm"
+run_arm() { env -i HOME="$work" PATH="$plain_path" qemu-aarch64-static "$arm" "$@"; }
+run_arm --version | grep -qx "grantid $version"
+run_arm next -n 1000 -a "file:$work/arm-state.json" > "$work/arm-ids"
+[ "$(sort -u "$work/arm-ids" | wc -l)" = 1000 ] || { echo "arm64 CLI: 1000 IDs expected, distinct" >&2; exit 1; }
+run_arm decode "$(head -n 1 "$work/arm-ids")" | grep -q worker
+[ "$(run_arm next -n 5 -a "$etcd" --namespace install-etcd-v1 | wc -l)" = 5 ]
+echo "arm64 CLI: ok, ran under qemu-aarch64-static (file: and etcd://)"
 echo "install tests: ok"

@@ -1,6 +1,7 @@
 # Fault-injection torture, short forms (docs/RELIABILITY.md):
 #
-# - 4 worker processes x 2 threads against a real PostgreSQL authority for
+# - 4 worker processes x 2 threads against a real PostgreSQL authority over
+#   TLS (a throwaway CA, sslmode=verify-full) for
 #   50 s, with kill -9, SIGSTOP past the grant (and takeover of the worker),
 #   PostgreSQL stopped and started, and clock steps inside workers; then 0
 #   duplicates, 0 IDs outside the grant log, and the IDs under a BIGINT
@@ -27,7 +28,7 @@ else
   echo "torture: no grantid Python package in $py (step 50): the forking Python worker is left out"
 fi
 harness=$GRANTID_BUILD/torture-harness
-"$harness" \
+"$harness" --tls \
   --processes 4 --threads 2 --rate 25000 --duration-s 50 \
   --fault-interval-ms 3000 --faults kill,stop,postgres,clock \
   --min-ids 5000000 "${extra[@]}"

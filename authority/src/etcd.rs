@@ -39,7 +39,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use etcd_client::{
@@ -334,11 +334,9 @@ struct Ctx {
     /// The highest revision seen from the cluster by this process: a lower
     /// one later means the data went back in time.
     seen_revision: AtomicI64,
-    /// Whether a call was ever answered: until then a certificate check
-    /// that fails is `Refused` (start-up fails at once, naming it), after
-    /// it `Unavailable` (a running generator keeps its grant while the
-    /// certificates are put right).
-    answered: AtomicBool,
+    /// Whether the cluster was reached: until then a certificate check
+    /// that fails is `Refused`, after it `Unavailable`.
+    reached: crate::tls::Reached,
 }
 
 impl std::fmt::Debug for EtcdAuthority {
@@ -373,7 +371,7 @@ impl EtcdAuthority {
                 options,
                 clock: None,
                 seen_revision: AtomicI64::new(0),
-                answered: AtomicBool::new(false),
+                reached: crate::tls::Reached::default(),
             }),
             conn: Blocking::new("etcd"),
         })
@@ -432,7 +430,7 @@ impl EtcdAuthority {
             options: self.ctx.options.clone(),
             clock: Some(clock),
             seen_revision: AtomicI64::new(0),
-            answered: AtomicBool::new(false),
+            reached: crate::tls::Reached::default(),
         });
         self
     }
@@ -485,7 +483,7 @@ impl EtcdAuthority {
                 op(client).await
             });
         if answer.is_ok() {
-            self.ctx.answered.store(true, Ordering::Release);
+            self.ctx.reached.mark();
         }
         answer
     }
@@ -493,9 +491,7 @@ impl EtcdAuthority {
 
 impl Ctx {
     /// A failed connection as an answer: a certificate check that failed
-    /// is `Refused` while no call was ever answered (a setting to change:
-    /// start-up fails at once, naming it), `Unavailable` after (a running
-    /// generator keeps its grant while the certificates are put right).
+    /// as [`crate::tls::Reached`] says, anything else `Unavailable`.
     /// `no_client_cert`: TLS without a client certificate (the message
     /// says what a server that requires one does).
     fn connect_error(&self, e: &etcd_client::Error, no_client_cert: bool) -> GrantError {
@@ -508,10 +504,7 @@ impl Ctx {
         };
         let text = causes(inner);
         match crate::tls::certificate_failure(inner) {
-            Some(why) if !self.answered.load(Ordering::Acquire) => {
-                GrantError::Refused(format!("etcd: cannot connect: TLS: {why}"))
-            }
-            Some(why) => unavailable("cannot connect", format!("TLS: {why}")),
+            Some(why) => self.reached.setting_failed("etcd", format!("TLS: {why}")),
             // The member's alert arrives after the handshake (TLS 1.3):
             // read as such, or as the close that follows it.
             None if no_client_cert
@@ -848,6 +841,7 @@ impl GrantSource for EtcdAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        self.ctx.reached.renewing(request);
         crate::kernel::check_namespace(&request.namespace)?;
         let l = request.layout;
         if l.timestamp_bits() > 62 {

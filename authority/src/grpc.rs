@@ -69,6 +69,9 @@ pub struct GrpcAuthority {
     /// This process's connection; its lock is held for the whole call, so
     /// the calls of one process run one at a time.
     conn: Blocking<GrantServiceClient<Channel>>,
+    /// Whether the server was reached: until then a certificate check that
+    /// fails is `Refused`, after it `Unavailable`.
+    reached: crate::tls::Reached,
     /// The server's answer to `Limits` (its authority's `max_lead_ms`),
     /// once it gave one.
     lead: OnceLock<Option<u64>>,
@@ -128,6 +131,7 @@ impl GrpcAuthority {
             secure,
             options,
             conn: Blocking::new(format!("{scheme}://{addr}")),
+            reached: crate::tls::Reached::default(),
             lead: OnceLock::new(),
         })
     }
@@ -170,6 +174,7 @@ impl GrpcAuthority {
     fn connected(&self) {
         if let Some(s) = &self.secure {
             *s.failure.get().lock() = None;
+            *s.certificate.get().lock() = false;
         }
     }
 
@@ -212,6 +217,18 @@ impl GrpcAuthority {
 
     fn unavailable(&self, why: impl std::fmt::Display) -> GrantError {
         GrantError::Unavailable(format!("{}: {why}", self.target()))
+    }
+
+    /// A call the server never answered: after a failed certificate check
+    /// (the last handshake's) as [`crate::tls::Reached`] says, else
+    /// `Unavailable`.
+    fn unanswered(&self, why: impl std::fmt::Display) -> GrantError {
+        match &self.secure {
+            Some(s) if *s.certificate.get().lock() => {
+                self.reached.setting_failed(&self.target(), why)
+            }
+            _ => self.unavailable(why),
+        }
     }
 
     /// Runs `work` on this process's client.
@@ -271,6 +288,7 @@ impl GrantSource for GrpcAuthority {
             request: Some(request.into()),
         };
         let timeout = self.options.timeout;
+        self.reached.renewing(request);
         self.run("Acquire", async |mut client| {
             let deadline = Instant::now() + timeout;
             loop {
@@ -282,9 +300,10 @@ impl GrantSource for GrpcAuthority {
                 .await
                 {
                     Err(_) => {
-                        return Err(self.unavailable(self.no_answer(timeout)));
+                        return Err(self.unanswered(self.no_answer(timeout)));
                     }
                     Ok(Ok(response)) => {
+                        self.reached.mark();
                         return match response.into_inner().answer {
                             Some(Answer::Granted(g)) => {
                                 self.connected();
@@ -307,9 +326,16 @@ impl GrantSource for GrpcAuthority {
                 };
                 let why = self.describe(&status);
                 // The server does not take this client's token: no retry
-                // can help (a starting generator fails at once).
+                // can help a first grant (a starting generator fails at
+                // once); a renewal is `Unavailable`, so the generator keeps
+                // its grant to its end (a proxy's refusal, or a token file
+                // caught half written, costs no worker).
                 if refused_by_server(status.code()) {
-                    return Err(GrantError::Refused(format!("{}: {why}", self.target())));
+                    let why = format!("{}: {why}", self.target());
+                    return Err(match request.worker {
+                        None => GrantError::Refused(why),
+                        Some(_) => GrantError::Unavailable(why),
+                    });
                 }
                 // Only a transport failure is tried again (same request
                 // id: the server answers a repeat with the recorded grant);
@@ -317,10 +343,17 @@ impl GrantSource for GrpcAuthority {
                 // stopping, at capacity, ...) goes back to the generator,
                 // which backs off.
                 let pause = RECONNECT_PAUSE.min(deadline.saturating_duration_since(Instant::now()));
-                let transport = status.code() == Code::Unavailable
-                    && status.metadata().get("grantid-code").is_none();
-                if !transport || pause.is_zero() {
+                let chosen = status.metadata().get("grantid-code").is_some();
+                let transport = status.code() == Code::Unavailable && !chosen;
+                if chosen {
                     return Err(self.unavailable(why));
+                }
+                // A status the server did not choose (a transport failure,
+                // a call cancelled by a refused handshake) tells nothing
+                // of the store: a certificate check that failed is a
+                // setting, the rest is retried while the deadline allows.
+                if !transport || pause.is_zero() {
+                    return Err(self.unanswered(why));
                 }
                 tokio::time::sleep(pause).await;
             }
@@ -479,6 +512,9 @@ struct Secure {
     /// process (a `fork()` child never takes a lock its parent's threads
     /// may have held).
     failure: ForkLocal<Option<String>>,
+    /// Whether that failure was a certificate check
+    /// ([`crate::tls::certificate_failure`]).
+    certificate: ForkLocal<bool>,
 }
 
 impl Secure {
@@ -546,6 +582,7 @@ impl Secure {
             roots: whose,
             token,
             failure: ForkLocal::new(),
+            certificate: ForkLocal::new(),
         })
     }
 
@@ -576,6 +613,7 @@ impl Secure {
     fn record(&self, e: &std::io::Error) {
         if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
             *self.failure.get().lock() = Some(self.explain(tls));
+            *self.certificate.get().lock() = crate::tls::certificate_failure(e).is_some();
         }
     }
 

@@ -19,7 +19,6 @@
 //! (docs/reference/mysql.md).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
 use mysql_async::prelude::{FromValue, Queryable};
@@ -27,6 +26,7 @@ use mysql_async::{ClientIdentity, Conn, DriverError, Opts, OptsBuilder, Row, Ssl
 
 use crate::blocking::{Blocking, Work};
 use crate::kernel::{Authority, WorkerStatus};
+use crate::tls::Reached;
 use crate::url::Options;
 
 /// The tables and procedures (authority/sql/mysql_v1.sql; schema version
@@ -46,11 +46,9 @@ pub struct MysqlAuthority {
     /// does not offer it.
     plain: Option<Opts>,
     mode: SslMode,
-    /// Whether a connection was ever opened: until then a certificate or
-    /// TLS-setting mismatch is `Refused` (start-up fails at once, naming
-    /// it), after it `Unavailable` (a running generator keeps its grant
-    /// while the server's certificate is put right).
-    connected: Arc<AtomicBool>,
+    /// Whether the server was reached: until then a certificate or
+    /// TLS-setting mismatch is `Refused`, after it `Unavailable`.
+    reached: Reached,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
     conn: Blocking<Conn>,
@@ -218,9 +216,9 @@ const ACCESS_DENIED: u16 = 1045;
 
 /// A failed connection as an answer: a certificate check, a server without
 /// TLS for a mode that needs it, or MySQL requiring TLS from
-/// `ssl-mode=DISABLED` is a setting to change, `Refused` until the
-/// authority has once connected; anything else is `Unavailable`.
-fn connect_error(e: &mysql_async::Error, mode: SslMode, connected_before: bool) -> GrantError {
+/// `ssl-mode=DISABLED` is a setting to change ([`Reached`]); anything else
+/// is `Unavailable`.
+fn connect_error(e: &mysql_async::Error, mode: SslMode, reached: &Reached) -> GrantError {
     use mysql_async::Error::{Driver, Server};
     let setting = crate::tls::certificate_failure(e)
         .map(|why| format!("TLS: {why} (ssl-mode={mode})"))
@@ -236,10 +234,7 @@ fn connect_error(e: &mysql_async::Error, mode: SslMode, connected_before: bool) 
             _ => None,
         });
     match (setting, e) {
-        (Some(why), _) if !connected_before => {
-            GrantError::Refused(format!("mysql: cannot connect: {why}"))
-        }
-        (Some(why), _) => unavailable("cannot connect", why),
+        (Some(why), _) => reached.setting_failed("mysql", why),
         // A wrong password, or MariaDB requiring TLS: retried, as any
         // refusal of a user may be put right on the server.
         (None, Server(s)) if s.code == ACCESS_DENIED && mode == SslMode::Disabled => unavailable(
@@ -464,7 +459,7 @@ impl MysqlAuthority {
             opts,
             plain: (mode == SslMode::Preferred).then_some(plain),
             mode,
-            connected: Arc::new(AtomicBool::new(false)),
+            reached: Reached::default(),
             options,
             clock: None,
             conn: Blocking::new("mysql"),
@@ -480,7 +475,7 @@ impl MysqlAuthority {
             opts: self.opts.clone(),
             plain: self.plain.clone(),
             mode: self.mode,
-            connected: Arc::clone(&self.connected),
+            reached: self.reached.clone(),
             options: self.options.clone(),
             clock: self.clock.clone(),
             conn: Blocking::new("mysql"),
@@ -511,7 +506,7 @@ impl MysqlAuthority {
     ) -> Result<T, GrantError> {
         let opts = self.opts.clone();
         let plain = self.plain.clone();
-        let (mode, connected) = (self.mode, Arc::clone(&self.connected));
+        let (mode, reached) = (self.mode, self.reached.clone());
         let lock_secs = self.lock_secs();
         self.conn.call(
             self.options.timeout,
@@ -520,10 +515,10 @@ impl MysqlAuthority {
                 let conn = match slot {
                     Some(c) => c,
                     None => {
-                        let mut c = connect(opts, plain).await.map_err(|e| {
-                            connect_error(&e, mode, connected.load(Ordering::Acquire))
-                        })?;
-                        connected.store(true, Ordering::Release);
+                        let mut c = connect(opts, plain)
+                            .await
+                            .map_err(|e| connect_error(&e, mode, &reached))?;
+                        reached.mark();
                         prepare(&mut c, lock_secs).await?;
                         slot.insert(c)
                     }
@@ -576,6 +571,7 @@ impl GrantSource for MysqlAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        self.reached.renewing(request);
         crate::kernel::check_sql_request(request, "MySQL")?;
         let l = request.layout;
         let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);

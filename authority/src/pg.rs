@@ -32,6 +32,7 @@ use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::Blocking;
 use crate::kernel::{Authority, WorkerStatus};
 use crate::protocol::{self, SqlValue};
+use crate::tls::Reached;
 use crate::url::Options;
 
 /// The schema and functions (authority/sql/v1.sql; schema version 4).
@@ -61,6 +62,9 @@ pub struct PgAuthority {
     tls: MakeRustlsConnect,
     options: Options,
     clock: Option<Arc<dyn Clock>>,
+    /// Whether the server was reached: until then a certificate check that
+    /// fails is `Refused`, after it `Unavailable`.
+    reached: Reached,
     conn: Blocking<Conn>,
 }
 
@@ -142,6 +146,7 @@ impl PgAuthority {
             tls: MakeRustlsConnect::new(tls.config),
             options,
             clock: None,
+            reached: Reached::default(),
             conn: Blocking::new("postgres"),
         })
     }
@@ -157,11 +162,13 @@ impl PgAuthority {
     async fn connect(
         config: &tokio_postgres::Config,
         tls: MakeRustlsConnect,
+        reached: &Reached,
     ) -> Result<Conn, GrantError> {
         let (client, connection) = config
             .connect(tls)
             .await
-            .map_err(|e| unavailable("cannot connect", describe(&e)))?;
+            .map_err(|e| reached.connect_failed("postgres", &e, describe(&e)))?;
+        reached.mark();
         Ok(Conn {
             client: Arc::new(client),
             task: tokio::spawn(async move {
@@ -206,6 +213,7 @@ impl PgAuthority {
     {
         let config = &self.config;
         let tls = self.tls.clone();
+        let reached = &self.reached;
         self.conn.call(
             self.options.timeout,
             what,
@@ -216,7 +224,7 @@ impl PgAuthority {
                 let conn = match slot {
                     Some(c) => c,
                     None => {
-                        let conn = Self::connect(config, tls).await?;
+                        let conn = Self::connect(config, tls, reached).await?;
                         // A connection whose schema could not be prepared
                         // is dropped (its task aborted) here.
                         Self::prepare(&conn.client).await?;
@@ -273,6 +281,7 @@ impl GrantSource for PgAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        self.reached.renewing(request);
         let call = protocol::postgres_acquire(request, &self.options, self.now_ms())?;
         let row = self.call("grantid.acquire failed", |c| async move {
             let params = sql_params(&call.params);

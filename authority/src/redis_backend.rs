@@ -31,6 +31,9 @@ pub struct RedisAuthority {
     options: Options,
     script: Script,
     clock: Option<Arc<dyn Clock>>,
+    /// Whether the server was reached: until then a certificate check that
+    /// fails is `Refused`, after it `Unavailable`.
+    reached: crate::tls::Reached,
     conn: ForkLocal<Option<Connection>>,
 }
 
@@ -87,6 +90,7 @@ impl RedisAuthority {
             options,
             script: Script::new(LUA_V1),
             clock: None,
+            reached: crate::tls::Reached::default(),
             conn: ForkLocal::new(),
         })
     }
@@ -104,7 +108,8 @@ impl RedisAuthority {
         let con = self
             .client
             .get_connection_with_timeout(t)
-            .map_err(|e| unavailable("cannot connect", e))?;
+            .map_err(|e| self.reached.connect_failed("redis", &e, &e))?;
+        self.reached.mark();
         con.set_read_timeout(Some(t))
             .and_then(|_| con.set_write_timeout(Some(t)))
             .map_err(|e| unavailable("cannot set timeouts", e))?;
@@ -300,6 +305,7 @@ impl GrantSource for RedisAuthority {
     }
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        self.reached.renewing(request);
         let call = protocol::redis_acquire(request, &self.options, self.now_ms())?;
         let reply: Vec<String> = self.with_conn(|c| {
             self.invocation(&call)

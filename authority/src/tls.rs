@@ -29,7 +29,7 @@
 
 use std::sync::Arc;
 
-use grantid::{Error, ErrorKind};
+use grantid::{Error, ErrorKind, GrantError};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
@@ -191,13 +191,69 @@ pub(crate) fn system_roots(url: &str, option: &str) -> Result<RootCertStore, Err
     Ok(roots)
 }
 
+/// Whether this process has reached a store: a call was answered, or a
+/// renewal was asked for (the worker it names was given by the store, to
+/// this process or to the one before it, so the settings did reach it).
+/// Until then, a connection that fails on a setting (a certificate check,
+/// a TLS mode the server does not meet) is `Refused`: a start fails at
+/// once, naming it. After, it is `Unavailable`: a running generator keeps
+/// its grant while the certificate is put right, and a restarted server
+/// forwarding a client's renewal does not make that client lose its
+/// worker. One per authority, shared by its sessions.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reached(Arc<std::sync::atomic::AtomicBool>);
+
+impl Reached {
+    /// A call was answered.
+    pub(crate) fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Marks the store reached when `request` renews a worker.
+    pub(crate) fn renewing(&self, request: &grantid::GrantRequest) {
+        if request.worker.is_some() {
+            self.mark();
+        }
+    }
+
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The answer to a connection of `engine` that failed on a setting
+    /// (`why`): `Refused` until the store was reached, `Unavailable` after.
+    pub(crate) fn setting_failed(&self, engine: &str, why: impl std::fmt::Display) -> GrantError {
+        let message = format!("{engine}: cannot connect: {why}");
+        if self.get() {
+            GrantError::Unavailable(message)
+        } else {
+            GrantError::Refused(message)
+        }
+    }
+
+    /// A failed connection of `engine`: a certificate check
+    /// ([`certificate_failure`]) as [`Reached::setting_failed`], anything
+    /// else `Unavailable` with `text`.
+    pub(crate) fn connect_failed(
+        &self,
+        engine: &str,
+        e: &(dyn std::error::Error + 'static),
+        text: impl std::fmt::Display,
+    ) -> GrantError {
+        match certificate_failure(e) {
+            Some(why) => self.setting_failed(engine, format!("TLS: {why}")),
+            None => GrantError::Unavailable(format!("{engine}: cannot connect: {text}")),
+        }
+    }
+}
+
 /// The certificate check that failed a connection, if one did: the
 /// server's certificate failed ours (an unknown CA, another name, expired),
 /// or the server refused ours (none, or one it does not trust). Walks the
 /// error's causes, into `std::io::Error`s (whose `source` skips the error
 /// they wrap). A failure a configuration change must fix: the backends
-/// answer it `Refused` until they have once connected (docs/reference/mysql.md
-/// and etcd.md, "Connecting securely").
+/// answer it as [`Reached`] says (docs/reference/, "Connecting securely"
+/// of each engine).
 pub(crate) fn certificate_failure(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     use rustls::AlertDescription as A;
     let mut next = Some(e);

@@ -295,7 +295,7 @@ fn postgres_over_tls() {
     // A wrong CA: refused by the chain check, in every mode that checks.
     let wrong = files.wrong_ca.display();
     for mode in ["verify-full", "verify-ca", "require"] {
-        fails_at_start(
+        refused_at_start(
             &pg.url("postgres", &format!("sslmode={mode}&sslrootcert={wrong}")),
             &["TLS", "UnknownIssuer"],
         );
@@ -306,7 +306,7 @@ fn postgres_over_tls() {
         "postgres://postgres@db.example:{}/postgres?hostaddr=127.0.0.1&sslrootcert={ca}",
         pg.port
     );
-    fails_at_start(
+    refused_at_start(
         &format!("{other_host}&sslmode=verify-full"),
         &["not valid for name", "db.example"],
     );
@@ -442,16 +442,16 @@ fn redis_over_tls() {
 
     // A wrong CA, and no CA at all (the system's roots do not know the
     // test CA).
-    fails_at_start(
+    refused_at_start(
         &format!(
             "rediss://127.0.0.1:{port}/0?tls_ca={}",
             files.wrong_ca.display()
         ),
         &["UnknownIssuer"],
     );
-    fails_at_start(&format!("rediss://127.0.0.1:{port}/0"), &["UnknownIssuer"]);
+    refused_at_start(&format!("rediss://127.0.0.1:{port}/0"), &["UnknownIssuer"]);
     // A host name the certificate (127.0.0.1 only) does not name.
-    fails_at_start(
+    refused_at_start(
         &format!("rediss://localhost:{port}/0?tls_ca={ca}"),
         &["not valid for name", "localhost"],
     );
@@ -538,16 +538,46 @@ fn redis_tls_options_are_checked_when_opened() {
     }
 }
 
-/// As [`fails_at_start`], and at once: a refusal (a setting to change),
-/// not `Unavailable` retried until the start-up timeout.
-#[cfg(any(feature = "mysql", feature = "etcd"))]
+/// As [`fails_at_start`], refused: a setting to change (the start fails
+/// with `InvalidArgument` at once), not `Unavailable` retried until the
+/// start-up timeout. Then the same URL's answers to a fresh process
+/// (`check_answers`): a first grant is `Refused`, a renewal `Unavailable`
+/// (the worker it names was given by the store, so the settings reached
+/// it once: a restarted `grantid serve` forwarding a client's renewal
+/// must not make the client lose its worker).
 fn refused_at_start(url: &str, needles: &[&str]) -> String {
     let t0 = Instant::now();
-    let message = fails_at_start(url, needles);
+    let e = match generator(url, &common::namespace("tls-refused")) {
+        Ok(_) => panic!("{url}: a generator started"),
+        Err(e) => e,
+    };
+    let message = e.message().to_owned();
+    assert_eq!(
+        e.kind(),
+        grantid::ErrorKind::InvalidArgument,
+        "{url}: not refused: {message}"
+    );
+    for n in needles {
+        assert!(message.contains(n), "{url}: {n:?} not in {message}");
+    }
+    eprintln!("{url} ({:?}): {message}", t0.elapsed());
+    let ns = common::namespace("tls-answers");
+    let layout = common::small_layout();
+    let inc = common::random();
+    let answer = |worker: Option<u32>| {
+        open(url)
+            .unwrap()
+            .acquire(&common::request(&ns, inc, 1, worker, 0, 2_000, layout))
+    };
+    let first = answer(None);
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
-        "{url}: refused after {:?}, not at once: {message}",
-        t0.elapsed()
+        matches!(first, Err(GrantError::Refused(ref m)) if m.contains(needles[0])),
+        "{url}: first grant: {first:?}"
+    );
+    let renewal = answer(Some(0));
+    assert!(
+        matches!(renewal, Err(GrantError::Unavailable(ref m)) if m.contains(needles[0])),
+        "{url}: renewal: {renewal:?}"
     );
     message
 }

@@ -55,8 +55,9 @@ pub(crate) const REDIS_TLS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key"]
 /// authority/src/grpc.rs.
 pub(crate) const GRPCS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key", "token_file"];
 
-/// The backend named by a URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The backend named by a URL; its `Debug` shows the URLs as [`redact`]
+/// does (no password, no key or token path).
+#[derive(Clone, PartialEq, Eq)]
 pub enum Target {
     /// `file:PATH` (or `file:` for [`default_file_path`]).
     File(PathBuf),
@@ -83,6 +84,34 @@ pub enum Target {
     Etcd(Vec<String>),
     /// `etcds://HOST:PORT[,HOST:PORT...]`: the endpoints, over TLS.
     Etcds(Vec<String>, TlsFiles),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, url) = match self {
+            Target::Postgres(u) => ("Postgres", u),
+            Target::Redis(u) => ("Redis", u),
+            Target::Grpc(u) => ("Grpc", u),
+            Target::Grpcs(u) => ("Grpcs", u),
+            Target::Mysql(u) => ("Mysql", u),
+            _ => ("", &String::new()),
+        };
+        match self {
+            Target::File(path) => f.debug_tuple("File").field(path).finish(),
+            Target::Static { worker, state } => f
+                .debug_struct("Static")
+                .field("worker", worker)
+                .field("state", state)
+                .finish(),
+            Target::Etcd(endpoints) => f.debug_tuple("Etcd").field(endpoints).finish(),
+            Target::Etcds(endpoints, files) => f
+                .debug_tuple("Etcds")
+                .field(endpoints)
+                .field(files)
+                .finish(),
+            _ => f.debug_tuple(name).field(&redact(url)).finish(),
+        }
+    }
 }
 
 /// The PEM files of `etcds://`'s `tls_ca`, `tls_cert` and `tls_key`
@@ -615,6 +644,21 @@ fn apply_option(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_targets_debug_shows_no_secret() {
+        for url in [
+            "postgres://app:s3cret@db/grantid?sslkey=/secret/k.pem",
+            "rediss://:s3cret@r:6380/0?tls_key=/secret/k.pem",
+            "grpcs://h:9?tls_key=/secret/k.pem&token_file=/secret/t",
+            "mysql://app:s3cret@db/grantid?ssl-key=/secret/k.pem",
+            "etcds://h:2379?tls_key=/secret/k.pem",
+        ] {
+            let shown = format!("{:?}", parse(url).unwrap().target);
+            assert!(!shown.contains("s3cret"), "{url}: {shown}");
+            assert!(!shown.contains("/secret/"), "{url}: {shown}");
+        }
+    }
 
     /// The schemes that messages and `--authority`'s help list are the
     /// schemes the parser has targets for: a new target does not compile

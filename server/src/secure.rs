@@ -36,8 +36,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshaken connections waiting for the server to take them.
 const ACCEPTED_QUEUE: usize = 128;
 
-/// The PEM files of the server's TLS.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The PEM files of the server's TLS; its `Debug` hides the key's path.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     /// The server's certificate chain (PEM, the server's certificate
     /// first).
@@ -47,6 +47,16 @@ pub struct TlsFiles {
     /// The CA certificates that sign the clients' certificates: with it
     /// every client must present one (mTLS).
     pub client_ca: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsFiles")
+            .field("cert", &self.cert)
+            .field("key", &"***")
+            .field("client_ca", &self.client_ca)
+            .finish()
+    }
 }
 
 fn invalid(why: impl std::fmt::Display) -> Error {
@@ -265,9 +275,19 @@ fn stamp(path: &Path) -> Stamp {
     Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
+/// Whether files whose stamps were `loaded` when last read, `before` at
+/// the last check and `now` at this one, are to be read again: on SIGHUP,
+/// or once a change has stayed still for one check (a file caught while
+/// a tool writes it in place is read when the tool is done, not as a
+/// prefix that may parse, such as a token file missing its last lines).
+fn reload_due<T: PartialEq>(signalled: bool, loaded: &T, before: &T, now: &T) -> bool {
+    signalled || (now != loaded && now == before)
+}
+
 /// Reloads the certificates and the tokens on SIGHUP (`hangup`, both) and
-/// when one of their files changes (what that file belongs to), until
-/// `stop`. A failed reload keeps what is in use and logs why.
+/// when one of their files has changed and then stayed still for one
+/// check ([`reload_due`]), until `stop`. A failed reload keeps what is in
+/// use and logs why.
 pub(crate) async fn reload_loop(
     tls: Option<Arc<Tls>>,
     tokens: Option<Arc<crate::auth::Tokens>>,
@@ -288,6 +308,7 @@ pub(crate) async fn reload_loop(
     let token_files: Vec<PathBuf> = tokens.iter().map(|t| t.path.clone()).collect();
     let stamps = |files: &[PathBuf]| files.iter().map(|f| stamp(f)).collect::<Vec<_>>();
     let (mut tls_seen, mut tokens_seen) = (stamps(&tls_files), stamps(&token_files));
+    let (mut tls_before, mut tokens_before) = (tls_seen.clone(), tokens_seen.clone());
     let mut tick = tokio::time::interval(FILE_CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -306,17 +327,18 @@ pub(crate) async fn reload_loop(
         }
         let (tls_now, tokens_now) = (stamps(&tls_files), stamps(&token_files));
         if let Some(t) = &tls
-            && (signalled || tls_now != tls_seen)
+            && reload_due(signalled, &tls_seen, &tls_before, &tls_now)
         {
-            tls_seen = tls_now;
+            tls_seen = tls_now.clone();
             reported("tls", t.reload().map(|()| String::new()));
         }
         if let Some(t) = &tokens
-            && (signalled || tokens_now != tokens_seen)
+            && reload_due(signalled, &tokens_seen, &tokens_before, &tokens_now)
         {
-            tokens_seen = tokens_now;
+            tokens_seen = tokens_now.clone();
             reported("tokens", t.reload().map(|n| format!(" tokens={n}")));
         }
+        (tls_before, tokens_before) = (tls_now, tokens_now);
     }
 }
 
@@ -335,5 +357,40 @@ fn reported(what: &'static str, outcome: Result<String, Error>) {
                 "event=reload_failed what={what} kept=previous error={:?}", e.message()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reload_due;
+
+    #[test]
+    fn a_changed_file_is_read_once_it_stays_still_for_one_check() {
+        let (a, b, c) = (1, 2, 3);
+        // Unchanged: nothing to read.
+        assert!(!reload_due(false, &a, &a, &a));
+        // Changed since the last check: it may still be being written.
+        assert!(!reload_due(false, &a, &a, &b));
+        // Still since the last check: read.
+        assert!(reload_due(false, &a, &b, &b));
+        // Changed again: wait again.
+        assert!(!reload_due(false, &a, &b, &c));
+        // SIGHUP: read at once, changed or not.
+        assert!(reload_due(true, &a, &a, &a));
+        assert!(reload_due(true, &a, &a, &b));
+    }
+
+    #[test]
+    fn tls_files_debug_hides_the_key() {
+        let files = super::TlsFiles {
+            cert: "/etc/c.pem".into(),
+            key: "/secret/k.pem".into(),
+            client_ca: None,
+        };
+        let shown = format!("{files:?}");
+        assert!(
+            shown.contains("/etc/c.pem") && !shown.contains("/secret/"),
+            "{shown}"
+        );
     }
 }

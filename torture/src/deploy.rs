@@ -3,9 +3,12 @@
 //! Each case draws a deployment from the configurations grantid accepts,
 //! runs it as an operator would, and injects faults while it runs:
 //!
-//! * an engine: `file:`, `static:N?state=`, PostgreSQL, Redis, MariaDB,
-//!   etcd, or `grpc://` through one or two `grantid serve` over `file:` or
-//!   Redis;
+//! * an engine: `file:`, `static:N?state=`, PostgreSQL (each process over
+//!   TLS with the certificate checked, over TLS unchecked, or in plain
+//!   text), Redis, MariaDB, etcd, or `grpc://` through one or two `grantid
+//!   serve` over `file:` or Redis — in one case in two `grpcs://` to
+//!   servers with TLS, sometimes mTLS, and sometimes a token per process
+//!   (bound to its namespace or not), the host by name or by address;
 //! * 2 to 5 processes, each a `grantid next` with options of its own: the
 //!   layout (worker, sequence and datacenter bits, tick; sometimes another
 //!   layout than the others on the same namespace), `datacenter=`,
@@ -16,7 +19,9 @@
 //! * a fault schedule: kill -9 and restart of a process, SIGSTOP across a
 //!   quarantine, a server restart (PostgreSQL crash, Redis restarted empty
 //!   or from a stale snapshot, a `grantid serve` killed and started again),
-//!   a state file deleted or restored from an earlier copy.
+//!   a state file deleted or restored from an earlier copy, the servers'
+//!   certificate rotated (SIGHUP or a file change), a process's token
+//!   rotated or revoked.
 //!
 //! The invariant: every ID any process of the case printed is unique among
 //! the IDs of its namespace (a process refused at start prints none). A
@@ -80,6 +85,13 @@ impl Engine {
         }
     }
 
+    fn is_grpc(self) -> bool {
+        matches!(
+            self,
+            Engine::GrpcFile | Engine::GrpcRedis | Engine::GrpcDefault | Engine::GrpcStatic
+        )
+    }
+
     fn parse(name: &str) -> Option<Engine> {
         Engine::ALL.into_iter().find(|e| e.name() == name)
     }
@@ -126,6 +138,10 @@ pub enum Focus {
     /// process with a short lead detects; the short-lead process starts
     /// again before the long-lead one wakes (docs/RELIABILITY.md).
     Lead,
+    /// Every case runs through `grantid serve` over TLS with a token per
+    /// process, and half its faults rotate the servers' certificate or a
+    /// process's token, or revoke a token.
+    Tls,
 }
 
 impl Focus {
@@ -134,6 +150,7 @@ impl Focus {
             "split" => Some(Focus::Split),
             "restore" => Some(Focus::Restore),
             "lead" => Some(Focus::Lead),
+            "tls" => Some(Focus::Tls),
             _ => None,
         }
     }
@@ -160,7 +177,9 @@ Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
                   (etcd restored from a copy of its keys, identity and
                   revision kept, between two processes' renewals), `lead`
                   (Redis restarted stale under a stopped long-lead process,
-                  detected by a short-lead one; cases run 12 s)
+                  detected by a short-lead one; cases run 12 s), `tls`
+                  (`grpcs://` to servers with TLS and a token per process;
+                  certificates and tokens rotated, tokens revoked)
 ";
 
 impl FuzzConfig {
@@ -260,6 +279,28 @@ enum Fault {
     KillRestartAfterEvent(usize, usize),
     /// SIGKILL a `grantid serve` and start it again on its port.
     ServeRestart(usize),
+    /// A new key and certificate for the servers, put in place of the old
+    /// ones; the servers are sent SIGHUP, or (one case in two) left to see
+    /// the files change.
+    CertRotate,
+    /// A new token for a process: added to the servers' token file
+    /// (SIGHUP), written to the process's token file, and its old token
+    /// then taken out of the servers' file.
+    TokenRotate(usize),
+    /// A process's token taken out of the servers' token file (SIGHUP):
+    /// its calls are refused from then on.
+    TokenRevoke(usize),
+}
+
+/// `grantid serve` over TLS (grpc engines): the processes' URLs are
+/// `grpcs://` with the CA, and with a client certificate under mTLS.
+#[derive(Debug, Clone)]
+struct ServeTls {
+    /// `--tls-client-ca`: every process presents the client certificate.
+    mtls: bool,
+    /// `--token-file`: each process has a token of its own, bound to its
+    /// namespace (`true`) or to every namespace.
+    tokens: Option<Vec<bool>>,
 }
 
 /// A drawn case.
@@ -271,6 +312,8 @@ struct Case {
     faults: Vec<(u64, Fault)>,
     /// The `grantid serve` authorities (grpc engines): one or two servers.
     serve: Vec<String>,
+    /// The servers' TLS, mTLS and tokens, if drawn.
+    tls: Option<ServeTls>,
     /// The layout's epoch this many ms before the case starts (`--epoch-ms`
     /// of every process), or the default epoch. A recent epoch makes the
     /// timestamps small, so IDs of layouts that encode time at different
@@ -318,7 +361,13 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
         etcd: env("GRANTID_TEST_ETCD_URL"),
     };
     if engines.contains(&Engine::Postgres) {
-        match PgServer::start() {
+        // With TLS on beside plain text, so processes draw how they reach
+        // it (openssl makes the certificates; without it, plain text only).
+        let started = PgServer::start_tls().or_else(|e| {
+            eprintln!("deploy-fuzz: PostgreSQL without TLS ({e})");
+            PgServer::start()
+        });
+        match started {
             Ok(pg) => {
                 declare_new(config, &pg.url())?;
                 shared.pg = Some(pg);
@@ -390,7 +439,17 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         return draw_lead(seed);
     }
     let mut rng = fastrand::Rng::with_seed(seed);
-    let engine = pick(&mut rng, engines);
+    let tls_focus = focus == Some(Focus::Tls);
+    let grpc_engines: Vec<Engine> = engines
+        .iter()
+        .copied()
+        .filter(|e| matches!(e, Engine::GrpcFile | Engine::GrpcRedis))
+        .collect();
+    let engine = if tls_focus && !grpc_engines.is_empty() {
+        pick(&mut rng, &grpc_engines)
+    } else {
+        pick(&mut rng, engines)
+    };
     let split_focus = focus == Some(Focus::Split);
     // The default epoch (2026-01-01), or one up to a second before the
     // case starts.
@@ -435,7 +494,18 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
                 rng.u8(..2),
                 spellings[rng.usize(..spellings.len())].display()
             ),
-            Engine::Postgres => shared.pg.as_ref().map(|p| p.url()).unwrap_or_default(),
+            Engine::Postgres => shared.pg.as_ref().map_or_else(String::new, |p| {
+                // Over TLS with the certificate checked, over TLS without
+                // a check, or in plain text (libpq's default `prefer`
+                // takes TLS when the server offers it): one store, however
+                // each process reaches it.
+                match rng.u8(..4) {
+                    0 => p.authority_url(),
+                    1 => with(&p.url(), "sslmode=require"),
+                    2 => with(&p.url(), "sslmode=disable"),
+                    _ => p.url(),
+                }
+            }),
             // The Redis server is started by the case (its port is set then).
             Engine::Redis | Engine::GrpcRedis => "redis://127.0.0.1:REDIS_PORT/".to_owned(),
             Engine::Mysql => shared.mysql.clone().unwrap_or_default(),
@@ -460,10 +530,7 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         }
         url
     };
-    let grpc = matches!(
-        engine,
-        Engine::GrpcFile | Engine::GrpcRedis | Engine::GrpcDefault | Engine::GrpcStatic
-    );
+    let grpc = engine.is_grpc();
     let serve: Vec<String> = if grpc {
         let servers = if engine == Engine::GrpcDefault {
             2
@@ -480,6 +547,10 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         Vec::new()
     };
     let count = if split_focus { 2 } else { rng.usize(2..=5) };
+    let tls = (grpc && (tls_focus || rng.bool())).then(|| ServeTls {
+        mtls: rng.bool(),
+        tokens: (tls_focus || rng.bool()).then(|| (0..count).map(|_| rng.bool()).collect()),
+    });
     let mut procs = Vec::new();
     for p in 0..count {
         let namespace = if shared_ns || p % 2 == 0 {
@@ -487,7 +558,21 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         } else {
             format!("fz-{tag}-b")
         };
-        let mut authority = if grpc {
+        let mut authority = if let Some(t) = &tls {
+            // By name or by address: the certificate holds both.
+            let host = pick(&mut rng, &["localhost", "127.0.0.1"]);
+            let mut url = format!(
+                "grpcs://{host}:PORT_{}?tls_ca=TLS_DIR/ca.crt",
+                rng.usize(..serve.len())
+            );
+            if t.mtls {
+                url.push_str("&tls_cert=TLS_DIR/client.crt&tls_key=TLS_DIR/client.key");
+            }
+            if t.tokens.is_some() {
+                let _ = write!(url, "&token_file=TLS_DIR/token-p{p}");
+            }
+            url
+        } else if grpc {
             format!("grpc://SERVE_{}", rng.usize(..serve.len()))
         } else {
             let url = store_url(&mut rng);
@@ -586,9 +671,29 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
             Engine::Mysql | Engine::Etcd | Engine::GrpcDefault | Engine::GrpcStatic => &[],
         };
         let fault = match rng.u8(..10) {
+            n if n < 5 && tls_focus && tls.is_some() => match rng.u8(..3) {
+                0 => Fault::CertRotate,
+                1 => Fault::TokenRotate(p),
+                _ => Fault::TokenRevoke(p),
+            },
             0..=3 => Fault::KillRestart(p),
             4..=5 => Fault::Stop(p, pick(&mut rng, &[1_000u64, 3_000, 9_000])),
             6 if grpc => Fault::ServeRestart(rng.usize(..serve.len())),
+            7 if tls.is_some() => match (rng.u8(..3), &tls) {
+                (
+                    1,
+                    Some(ServeTls {
+                        tokens: Some(_), ..
+                    }),
+                ) => Fault::TokenRotate(p),
+                (
+                    2,
+                    Some(ServeTls {
+                        tokens: Some(_), ..
+                    }),
+                ) => Fault::TokenRevoke(p),
+                _ => Fault::CertRotate,
+            },
             _ if !store_faults.is_empty() => pick(&mut rng, store_faults),
             _ => Fault::KillRestart(p),
         };
@@ -617,6 +722,7 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         procs,
         faults,
         serve,
+        tls,
         recent_epoch,
     }
 }
@@ -675,6 +781,7 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
             ),
         ],
         serve: Vec::new(),
+        tls: None,
         recent_epoch: None,
     }
 }
@@ -750,6 +857,7 @@ fn draw_lead(seed: u64) -> Case {
             (9_500, Fault::KillRestart(1)),
         ],
         serve: Vec::new(),
+        tls: None,
         recent_epoch: None,
     }
 }
@@ -828,6 +936,7 @@ fn spawn_serve(
     authority: &str,
     port: u16,
     host: &Path,
+    tls_args: &[String],
 ) -> Result<Option<Child>, String> {
     let _ = std::fs::create_dir_all(host);
     let log = host.join(format!("serve.{}.log", fastrand::u32(..)));
@@ -840,6 +949,7 @@ fn spawn_serve(
     let mut child = cmd
         // The server's own generator fits in the shortest lead drawn.
         .args(["--horizon-ms", "300", "--grant-duration-ms", "200"])
+        .args(tls_args)
         .env("HOME", host)
         .env("XDG_STATE_HOME", host.join("state"))
         .env_remove("GRANTID_AUTHORITY")
@@ -898,12 +1008,39 @@ fn run_case(
         Some(r) => url.replace("redis://127.0.0.1:REDIS_PORT/", r),
         None => url.to_owned(),
     };
+    // TLS, mTLS and tokens (grpc engines over TLS).
+    let tls_dir = dir.join("tls");
+    let mut tokens = case
+        .tls
+        .as_ref()
+        .map(|t| ServeTokens::new(&tls_dir, &case.procs, t))
+        .transpose()?;
+    let certs = match &case.tls {
+        Some(_) => Some(crate::certs::Certs::make(&tls_dir)?),
+        None => None,
+    };
+    let mut tls_args: Vec<String> = Vec::new();
+    if let (Some(t), Some(c)) = (&case.tls, &certs) {
+        for (flag, path) in [
+            ("--tls-cert", Some(&c.server_cert)),
+            ("--tls-key", Some(&c.server_key)),
+            ("--tls-client-ca", t.mtls.then_some(&c.ca)),
+            (
+                "--token-file",
+                tokens.as_ref().and_then(ServeTokens::server_file),
+            ),
+        ] {
+            if let Some(path) = path {
+                tls_args.extend([flag.to_owned(), path.display().to_string()]);
+            }
+        }
+    }
     // Servers (grpc engines).
     let mut serves: Vec<(u16, String, Child)> = Vec::new();
     for (i, url) in case.serve.iter().enumerate() {
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
         let url = fill(url);
-        match spawn_serve(config, &url, port, &dir.join(format!("host{i}")))? {
+        match spawn_serve(config, &url, port, &dir.join(format!("host{i}")), &tls_args)? {
             Some(child) => serves.push((port, url, child)),
             None => {
                 for (_, _, child) in serves.iter_mut() {
@@ -921,9 +1058,11 @@ fn run_case(
         }
     }
     let authority_of = |spec: &ProcSpec, serves: &[(u16, String, Child)]| -> String {
-        let mut url = fill(&spec.authority);
+        let mut url = fill(&spec.authority).replace("TLS_DIR", &tls_dir.display().to_string());
         for (i, (port, _, _)) in serves.iter().enumerate() {
-            url = url.replace(&format!("SERVE_{i}"), &format!("127.0.0.1:{port}"));
+            url = url
+                .replace(&format!("SERVE_{i}"), &format!("127.0.0.1:{port}"))
+                .replace(&format!("PORT_{i}"), &port.to_string());
         }
         url
     };
@@ -1116,7 +1255,8 @@ fn run_case(
             Fault::ServeRestart(i) => {
                 if let Some((port, url, child)) = serves.get_mut(i) {
                     kill(child);
-                    match spawn_serve(config, url, *port, &dir.join(format!("host{i}")))? {
+                    match spawn_serve(config, url, *port, &dir.join(format!("host{i}")), &tls_args)?
+                    {
                         Some(again) => *child = again,
                         None => {
                             return Err(format!("grantid serve `{url}` refused to start again"));
@@ -1124,6 +1264,36 @@ fn run_case(
                     }
                 }
                 "grantid serve restarted"
+            }
+            Fault::CertRotate => {
+                if let Some(c) = &certs {
+                    c.renew_server()?;
+                    if fastrand::bool() {
+                        for (_, _, child) in &serves {
+                            signal(child, libc::SIGHUP);
+                        }
+                    }
+                }
+                "server certificate rotated"
+            }
+            Fault::TokenRotate(p) => {
+                if let Some(t) = tokens.as_mut() {
+                    t.rotate(p, || {
+                        for (_, _, child) in &serves {
+                            signal(child, libc::SIGHUP);
+                        }
+                    })?;
+                }
+                "token rotated"
+            }
+            Fault::TokenRevoke(p) => {
+                if let Some(t) = tokens.as_mut() {
+                    t.revoke(p)?;
+                    for (_, _, child) in &serves {
+                        signal(child, libc::SIGHUP);
+                    }
+                }
+                "token revoked"
             }
         };
         injected.push(name);
@@ -1213,6 +1383,28 @@ fn run_case(
                 spec.authority.contains("clock_skew_ms"),
             ),
             ("another layout on the namespace", spec.variant.is_some()),
+            ("grpcs://", spec.authority.starts_with("grpcs://")),
+            (
+                "grpcs:// by host name",
+                spec.authority.starts_with("grpcs://localhost"),
+            ),
+            (
+                "mTLS client certificate",
+                spec.authority.contains("tls_cert="),
+            ),
+            ("token file", spec.authority.contains("token_file=")),
+            (
+                "postgres sslmode=verify-full",
+                spec.authority.contains("sslmode=verify-full"),
+            ),
+            (
+                "postgres sslmode=require",
+                spec.authority.contains("sslmode=require"),
+            ),
+            (
+                "postgres sslmode=disable",
+                spec.authority.contains("sslmode=disable"),
+            ),
         ] {
             if hit {
                 *outcome.covered.entry(dim).or_default() += 1;
@@ -1242,6 +1434,112 @@ fn run_case(
         outcome.failures.push(line.clone());
     }
     Ok(line)
+}
+
+/// The tokens of a case's `grantid serve --token-file`: one per process,
+/// each in a file of the process's own (`token_file=`), all in the
+/// servers' file with the process's namespace when bound to it.
+struct ServeTokens {
+    dir: PathBuf,
+    server: PathBuf,
+    /// (namespace when bound, the tokens the servers accept) per process;
+    /// the last one is the process's.
+    entries: Vec<(Option<String>, Vec<String>)>,
+}
+
+impl ServeTokens {
+    fn new(dir: &Path, procs: &[ProcSpec], tls: &ServeTls) -> Result<ServeTokens, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut t = ServeTokens {
+            dir: dir.to_owned(),
+            server: dir.join("tokens.txt"),
+            entries: Vec::new(),
+        };
+        let Some(bound) = &tls.tokens else {
+            return Ok(t);
+        };
+        for (p, spec) in procs.iter().enumerate() {
+            let token = Self::fresh();
+            let ns = bound.get(p).copied().unwrap_or(false);
+            t.entries
+                .push((ns.then(|| spec.namespace.clone()), vec![token.clone()]));
+            t.write_client(p, &token, true)?;
+        }
+        t.write_server()?;
+        Ok(t)
+    }
+
+    /// The servers' token file, when the case has tokens.
+    fn server_file(&self) -> Option<&PathBuf> {
+        (!self.entries.is_empty()).then_some(&self.server)
+    }
+
+    fn fresh() -> String {
+        format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
+    }
+
+    /// Writes a file as an operator's tool would: a new file renamed into
+    /// place (`atomic`), or the old one truncated and written.
+    fn write(path: &Path, text: &str, atomic: bool) -> Result<(), String> {
+        let shown = |e: std::io::Error| format!("{}: {e}", path.display());
+        if atomic {
+            let tmp = path.with_extension("new");
+            std::fs::write(&tmp, text).map_err(shown)?;
+            std::fs::rename(&tmp, path).map_err(shown)
+        } else {
+            std::fs::write(path, text).map_err(shown)
+        }
+    }
+
+    fn write_client(&self, p: usize, token: &str, atomic: bool) -> Result<(), String> {
+        Self::write(
+            &self.dir.join(format!("token-p{p}")),
+            &format!("{token}\n"),
+            atomic,
+        )
+    }
+
+    fn write_server(&self) -> Result<(), String> {
+        let mut text = String::from("# grantid serve --token-file (deploy-fuzz)\n");
+        for (ns, tokens) in &self.entries {
+            for token in tokens {
+                let _ = match ns {
+                    Some(ns) => writeln!(text, "{token} {ns}"),
+                    None => writeln!(text, "{token}"),
+                };
+            }
+        }
+        Self::write(&self.server, &text, true)
+    }
+
+    /// A new token for process `p`: accepted by the servers first
+    /// (`reload`), then given to the process, then its old one dropped.
+    fn rotate(&mut self, p: usize, reload: impl Fn()) -> Result<(), String> {
+        let token = Self::fresh();
+        let Some((_, tokens)) = self.entries.get_mut(p) else {
+            return Ok(());
+        };
+        if tokens.is_empty() {
+            // Revoked: stays so.
+            return Ok(());
+        }
+        tokens.push(token.clone());
+        self.write_server()?;
+        reload();
+        self.write_client(p, &token, fastrand::bool())?;
+        if let Some((_, tokens)) = self.entries.get_mut(p) {
+            tokens.retain(|t| *t == token);
+        }
+        self.write_server()
+    }
+
+    /// Process `p`'s tokens taken out of the servers' file.
+    fn revoke(&mut self, p: usize) -> Result<(), String> {
+        if let Some((_, tokens)) = self.entries.get_mut(p) {
+            tokens.clear();
+        }
+        self.write_server()
+    }
 }
 
 /// Whether every running process has printed an ID (so it holds a grant),
@@ -1324,6 +1622,8 @@ fn refusal(message: &str) -> &'static str {
         ("max_lead_ms", "horizon + grant beyond the bounded lead"),
         ("datacenter", "datacenter mismatch"),
         ("state file", "state file"),
+        ("UNAUTHENTICATED", "token refused (revoked)"),
+        ("PERMISSION_DENIED", "token not for the namespace"),
     ]
     .into_iter()
     .find_map(|(needle, kind)| message.contains(needle).then_some(kind))

@@ -22,6 +22,7 @@
 //! See docs/RELIABILITY.md for the short and long forms.
 
 pub mod args;
+pub mod certs;
 pub mod check;
 pub mod deploy;
 pub mod faults;

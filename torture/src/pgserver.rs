@@ -144,28 +144,24 @@ impl PgServer {
         Ok(server)
     }
 
-    /// A CA, and a server certificate and key signed by it, in the
-    /// server's directory.
+    /// A CA, and a server certificate and key signed by it
+    /// ([`crate::certs`]), in the server's directory, owned by the server's
+    /// user with the key private, as PostgreSQL requires.
     fn make_certificates(&mut self) -> Result<(), String> {
-        let d = &self.dir;
-        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-        let ext = d.join("server.ext");
-        std::fs::write(
-            &ext,
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-        )
-        .map_err(|e| format!("{}: {e}", ext.display()))?;
-        run_as_pg(&format!(
-            "cd {dir} && openssl req -x509 {ec} -days 2 -subj '/CN=grantid torture CA' \
-             -keyout ca.key -out ca.crt -addext basicConstraints=critical,CA:TRUE \
-             -addext keyUsage=critical,keyCertSign,cRLSign >openssl.log 2>&1 \
-             && openssl req {ec} -subj /CN=localhost -keyout server.key -out server.csr \
-             >>openssl.log 2>&1 && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key \
-             -CAcreateserial -days 2 -extfile server.ext -out server.crt >>openssl.log 2>&1 \
-             && chmod 600 server.key",
-            dir = quote(d)
-        ))?;
-        self.ca = Some(d.join("ca.crt"));
+        let certs = crate::certs::Certs::make(&self.dir)?;
+        let (key, crt) = (quote(&certs.server_key), quote(&certs.server_cert));
+        if is_root() {
+            let ok = Command::new("chown")
+                .arg("postgres")
+                .args([&certs.server_key, &certs.server_cert])
+                .status()
+                .map_err(|e| format!("chown: {e}"))?;
+            if !ok.success() {
+                return Err("chown postgres of the server's key failed".into());
+            }
+        }
+        run_as_pg(&format!("chmod 600 {key} && test -r {crt}"))?;
+        self.ca = Some(certs.ca);
         Ok(())
     }
 

@@ -10,6 +10,21 @@
 #   grantid-cli-VERSION-aarch64-linux-musl.tar.gz         the same, a static arm64 binary (cross-linked by zig)
 #   SHA256SUMS
 #
+# `package.sh --all` builds the whole platform matrix (the platforms tier,
+# scripts/platforms.d/), every cross build linked by zig:
+#
+#   wheels     manylinux2014 x86_64 and aarch64, musllinux_1_2 x86_64 and
+#              aarch64
+#   npm        linux-x64-gnu, linux-arm64-gnu, linux-x64-musl,
+#              linux-arm64-musl
+#   C, CLI     x86_64 and aarch64, glibc and musl (the CLI's musl builds
+#              static; the aarch64 glibc builds need glibc 2.17)
+#
+# macOS is not built: the authorities link Apple's Security,
+# CoreFoundation and SystemConfiguration frameworks (rustls-native-certs for
+# `sslrootcert=system`, whoami), and zig ships stubs of libSystem only; no
+# macOS SDK installs from the registries these machines reach.
+#
 # Every artifact carries LICENSE-MIT and LICENSE-APACHE; release builds have
 # no debug info (the `release` profile of Cargo.toml). Tools are installed
 # once per machine and cached under $GRANTID_TOOLS (scripts/lib/env.sh,
@@ -19,6 +34,12 @@
 # from bindings-node's lockfile. scripts/package.d/90-install.sh installs the
 # results as a user would.
 set -euo pipefail
+all=0
+case "${1:-}" in
+  --all) all=1 ;;
+  "") ;;
+  *) echo "usage: scripts/package.sh [--all]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 . scripts/lib/env.sh
 root=$PWD
@@ -63,6 +84,45 @@ fi
 ensure_protoc
 features=(--features etcd)
 
+# The targets beyond the host's x86_64 glibc build. zig links each cross
+# build; an aarch64 glibc build names glibc 2.17 (manylinux2014's floor).
+if [ $all = 1 ]; then
+  cross_linux=(aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+else
+  cross_linux=()
+fi
+zig_target() { # the Rust target with zig's glibc floor
+  case $1 in
+    *-linux-gnu) echo "$1.2.17" ;;
+    *) echo "$1" ;;
+  esac
+}
+add_target() {
+  rustup target list --installed | grep -qx "$1" || rustup target add "$1"
+}
+# $1 = a Rust target -> ARCH-linux-ABI (the names of the tarballs)
+linux_name() {
+  local arch=${1%%-*} abi=${1##*-}
+  echo "$arch-linux-$abi"
+}
+# cross_build TARGET static|dynamic CARGO-ARGS...: a release build for
+# TARGET, linked by zig (cargo zigbuild); sets cross_out to its output
+# folder. A `dynamic` build (the Node addon, the C shared library) of a
+# musl target turns crt-static off (a shared library cannot hold libc),
+# in a folder of its own, so the static CLI's build is not redone.
+cross_build() {
+  local target=$1 kind=$2 dir=$builds/cross flags=()
+  shift 2
+  if [ "$kind" = dynamic ] && [[ $target == *-musl ]]; then
+    dir=$builds/cross-dynamic
+    flags=(RUSTFLAGS="-C target-feature=-crt-static")
+  fi
+  add_target "$target"
+  env "${flags[@]}" CARGO_TARGET_DIR="$dir" PATH="$venv/bin:$PATH" cargo zigbuild --locked --release \
+    "${features[@]}" --target "$(zig_target "$target")" "$@"
+  cross_out=$dir/$target/release
+}
+
 # ---- the CLI ---------------------------------------------------------------
 step "grantid CLI"
 CARGO_TARGET_DIR=$builds/release cargo build --locked --release -p grantid-cli "${features[@]}" --target "$host"
@@ -77,16 +137,15 @@ tar -C "$stage" -czf "$dist/$(basename "$cli").tar.gz" "$(basename "$cli")"
 # ---- the CLI for other Linux targets: static musl binaries, linked by zig --
 # (GRANTID_CROSS_CLI names the Rust targets; the completions are the host
 # build's, the same text.)
-for target in ${GRANTID_CROSS_CLI-aarch64-unknown-linux-musl}; do
+cli_cross=("${cross_linux[@]}")
+[ $all = 1 ] || cli_cross=(aarch64-unknown-linux-musl)
+for target in "${cli_cross[@]}"; do
   step "grantid CLI for $target (cargo zigbuild)"
-  rustup target list --installed | grep -qx "$target" || rustup target add "$target"
-  CARGO_TARGET_DIR=$builds/cross PATH="$venv/bin:$PATH" cargo zigbuild --locked --release -p grantid-cli \
-    "${features[@]}" --target "$target"
-  arch=${target%%-*} abi=${target##*-}
-  cross=$stage/grantid-cli-$version-$arch-linux-$abi
+  cross_build "$target" static -p grantid-cli
+  cross=$stage/grantid-cli-$version-$(linux_name "$target")
   mkdir -p "$cross"
   cp -r "$cli/completions" "$cli/doc" "$cli"/LICENSE-* "$cli/README.md" "$cross/"
-  cp "$builds/cross/$target/release/grantid" "$cross/"
+  cp "$cross_out/grantid" "$cross/"
   tar -C "$stage" -czf "$dist/$(basename "$cross").tar.gz" "$(basename "$cross")"
 done
 
@@ -107,11 +166,49 @@ cp "${licences[@]}" "$c/"
 cp ffi-c/README.md docs/DESIGN.md "$c/share/doc/grantid/"
 tar -C "$stage" -czf "$dist/$(basename "$c").tar.gz" "$(basename "$c")"
 
+# ---- C for other Linux targets (--all): the host's tree (header, pkg-config
+# file, docs) with each target's libraries, cargo-c's names and soname ------
+if [ ${#cross_linux[@]} -gt 0 ]; then
+  command -v patchelf >/dev/null || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf; }
+  rustup component list --installed | grep -q '^llvm-tools' || rustup component add llvm-tools
+  llvm_strip=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-strip)
+  soname=$(readelf -d "$c/lib/libgrantid.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  real=$(basename "$(readlink -f "$c/lib/libgrantid.so")")
+fi
+for target in "${cross_linux[@]}"; do
+  step "C libraries for $target (cargo zigbuild)"
+  cross_build "$target" dynamic -p grantid-ffi
+  out=$cross_out
+  cc=$stage/grantid-c-$version-$(linux_name "$target")
+  rm -rf "$cc" && cp -a "$c" "$cc"
+  cp "$out/libgrantid_ffi.so" "$cc/lib/$real"
+  patchelf --set-soname "$soname" "$cc/lib/$real"
+  cp "$out/libgrantid_ffi.a" "$cc/lib/libgrantid.a"
+  "$llvm_strip" --strip-debug "$cc/lib/libgrantid.a"
+  # What a static link needs besides the archive, as rustc says for this
+  # target (cargo-c's Libs.private for the host).
+  native=$(echo | rustc --crate-type staticlib --crate-name probe --target "$target" --print native-static-libs \
+    -o "$stage/probe.a" - 2>&1 | sed -n 's/.*native-static-libs: //p')
+  sed -i "s|^Libs.private:.*|Libs.private: $native|" "$cc/lib/pkgconfig/grantid.pc"
+  tar -C "$stage" -czf "$dist/$(basename "$cc").tar.gz" "$(basename "$cc")"
+done
+
 # ---- Python: abi3 wheel for glibc 2.17+ (zig links it) and the sdist -------
 step "Python wheel and sdist (maturin --zig, manylinux2014)"
 CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig --compatibility manylinux2014 \
   "${features[@]}" --target "$host" -m bindings-python/Cargo.toml -o "$dist"
 CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin sdist -m bindings-python/Cargo.toml -o "$dist"
+for target in "${cross_linux[@]}"; do
+  case $target in
+    *-linux-gnu) tag=(--compatibility manylinux2014) ;;
+    *) tag=(--compatibility musllinux_1_2) ;;
+  esac
+  step "Python wheel for $target (maturin --zig ${tag[*]})"
+  add_target "$target"
+  CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig "${tag[@]}" \
+    "${features[@]}" --target "$target" -m bindings-python/Cargo.toml -o "$dist"
+done
 
 # ---- Node: napi-rs per-platform packages ------------------------------------
 step "Node packages (napi-rs per-platform layout)"
@@ -129,16 +226,22 @@ cp "${licences[@]}" "$main/"
 (cd "$main" && "$napi" create-npm-dirs --npm-dir npm)
 built=()
 for target in $(node -p "require('./bindings-node/package.json').napi.targets.join(' ')"); do
-  if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
-    echo "skipped Node target $target: its Rust standard library is not installed here (rustup target add $target)"
+  if [ "$target" = "$host" ]; then
+    (cd bindings-node && "$napi" build --platform --release "${features[@]}" --target "$target" --target-dir "$builds/release" \
+       --output-dir "$main/out" --js index.js --dts index.d.ts)
+  elif [ $all = 1 ]; then
+    # The addon of another target, linked by zig in the C libraries'
+    # build (what `napi build -x` runs, without its own copy of the
+    # build), named as napi names it.
+    cross_build "$target" dynamic -p grantid-node
+    arch=${target%%-*} abi=${target##*-}
+    case $arch in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; esac
+    mkdir -p "$main/out"
+    cp "$cross_out/libgrantid_node.so" "$main/out/grantid.linux-$arch-$abi.node"
+  else
+    echo "skipped Node target $target: package.sh --all builds it"
     continue
   fi
-  if [ "$target" != "$host" ]; then
-    echo "skipped Node target $target: no cross linker is set up on this machine"
-    continue
-  fi
-  (cd bindings-node && "$napi" build --platform --release "${features[@]}" --target "$target" --target-dir "$builds/release" --output-dir "$main/out" \
-     --js index.js --dts index.d.ts)
   built+=("$target")
 done
 cmp bindings-node/index.js "$main/out/index.js" || {

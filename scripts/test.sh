@@ -4,12 +4,13 @@
 #   ./scripts/test.sh                   the default tier, what every change runs (the README's test command)
 #   ./scripts/test.sh package           release artifacts, built once and installed as a user would
 #   ./scripts/test.sh nightly           the long runs: loom bound 4, torture and churn long, fuzzing
+#   ./scripts/test.sh platforms         every platform's artifacts (package.sh --all), run under emulation
 #                                       60 s per harness, the benchmarks
 #   ./scripts/test.sh default package   several tiers in one run, one summary (what .ci/run runs)
 #   ./scripts/test.sh default 10 40     only the steps whose file name starts with 10 or 40
 #
 # A tier is a folder of steps: scripts/test.d/ (default), scripts/package.d/,
-# scripts/nightly.d/. Each step runs in name order in a bash of its own with
+# scripts/nightly.d/, scripts/platforms.d/. Each step runs in name order in a bash of its own with
 # `set -euo pipefail`; a failing step is reported and the next one runs.
 # Each tier has a time budget (GRANTID_BUDGET_DEFAULT_S, ..._PACKAGE_S,
 # ..._NIGHTLY_S): a step still running when its tier's budget is spent is
@@ -26,7 +27,7 @@ tiers=()
 prefixes=()
 for arg in "$@"; do
   case "$arg" in
-    default | package | nightly) tiers+=("$arg") ;;
+    default | package | nightly | platforms) tiers+=("$arg") ;;
     *) prefixes+=("$arg") ;;
   esac
 done
@@ -40,6 +41,7 @@ budget_of() {
     default) echo "${GRANTID_BUDGET_DEFAULT_S:-2400}" ;;
     package) echo "${GRANTID_BUDGET_PACKAGE_S:-1800}" ;;
     nightly) echo "${GRANTID_BUDGET_NIGHTLY_S:-10800}" ;;
+    platforms) echo "${GRANTID_BUDGET_PLATFORMS_S:-10800}" ;;
   esac
 }
 

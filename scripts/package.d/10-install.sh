@@ -16,6 +16,7 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+root=$PWD
 dist=$CARGO_TARGET_DIR/install-test/dist
 GRANTID_DIST=$dist ./scripts/package.sh
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -24,21 +25,7 @@ work=$(mktemp -d /tmp/grantid-install.XXXXXX)
 trap 'services_stop; rm -rf "$work"' EXIT
 [ -n "${GRANTID_TEST_ETCD_URL:-}" ] || GRANTID_SERVICES=etcd services_start
 etcd=${GRANTID_TEST_ETCD_URL:?no etcd to check the artifacts against}
-# A PATH with the system's tools and nothing of Rust (no ~/.cargo/bin).
-plain_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-plain_path=$(echo "$plain_path" | tr : '\n' | while read -r d; do
-  [ -e "$d/cargo" ] || [ -e "$d/rustc" ] || echo "$d"; done | paste -sd:)
-no_debug_info() {
-  if readelf -S "$1" | grep -q '\.debug_info'; then
-    echo "$1 carries debug info" >&2
-    return 1
-  fi
-}
-has_licences() { # $1: a listing of an archive
-  for f in LICENSE-MIT LICENSE-APACHE; do
-    grep -q "$f\$" <<<"$1" || { echo "$f missing from $2" >&2; return 1; }
-  done
-}
+. scripts/lib/install/common.sh
 
 echo "--- install: Python wheel in a fresh venv, no Rust on PATH"
 wheel=$(ls "$dist"/grantid-"$version"-cp39-abi3-*manylinux_2_17_x86_64*.whl)
@@ -51,35 +38,8 @@ env -i HOME="$work" PATH="$work/venv/bin:$plain_path" \
   pip install -q --no-index --disable-pip-version-check "$wheel"
 so=$(ls "$work"/venv/lib/python3*/site-packages/grantid/_grantid*.so)
 no_debug_info "$so"
-(cd "$work" && env -i HOME="$work" PATH="$work/venv/bin:$plain_path" python - "$work/py-state.json" <<'EOF'
-import importlib.metadata as md, sys
-import grantid
-meta = md.metadata("grantid")
-assert meta["License-Expression"] == "MIT OR Apache-2.0", meta["License-Expression"]
-files = {str(f) for f in md.files("grantid")}
-assert any(f.endswith("LICENSE-MIT") for f in files) and any(f.endswith("LICENSE-APACHE") for f in files), files
-with grantid.Generator("file:" + sys.argv[1], namespace="install-v1") as gen:
-    ids = [gen.next_id() for _ in range(3)] + gen.next_ids(1000)
-    assert len(set(ids)) == len(ids) and ids == sorted(ids)
-    assert gen.decode(ids[0]).worker == gen.stats()["worker"]
-    assert int(gen.next_id_str()) > ids[-1]
-try:
-    grantid.Layout(60, 10, 12)
-except grantid.InvalidArgument as e:
-    assert e.code == "INVALID_ARGUMENT"
-else:
-    raise AssertionError("a 82-bit layout was accepted")
-print("python: ok,", grantid.__name__, len(ids), "IDs")
-EOF
-)
-env -i HOME="$work" PATH="$work/venv/bin:$plain_path" python - "$etcd" <<'EOF'
-import sys
-import grantid
-with grantid.Generator(sys.argv[1], namespace="install-etcd-v1") as gen:
-    ids = gen.next_ids(1000)
-    assert len(set(ids)) == len(ids)
-print("python: ok, 1000 IDs from", sys.argv[1])
-EOF
+(cd "$work" && env -i HOME="$work" PATH="$work/venv/bin:$plain_path" \
+  python "$root/scripts/lib/install/check.py" "$work/py-state.json" "$root/conformance/vectors.json" 100000 "$etcd")
 
 echo "--- install: npm main and platform tarballs in a fresh project, offline"
 mkdir -p "$work/node-app"
@@ -96,35 +56,9 @@ fi
   npm init -y >/dev/null
   npm install --offline --no-audit --no-fund --loglevel=error "$main_tgz" "$platform_tgz"
   no_debug_info node_modules/grantid-linux-x64-gnu/grantid.linux-x64-gnu.node
-  node - "$work/node-state.json" <<'EOF'
-const assert = require('node:assert')
-const path = require('node:path')
-const { Generator } = require('grantid')
-// The loader found the binary in the platform package.
-const loaded = Object.keys(require.cache).find((f) => f.endsWith('.node'))
-assert.ok(loaded.includes(path.join('node_modules', 'grantid-linux-x64-gnu')), loaded)
-;(async () => {
-  const gen = await Generator.start({ grantSource: 'file:' + process.argv[2], namespace: 'install-v1' })
-  const ids = [gen.nextId(), gen.nextId(), ...gen.nextIds(1000)].map(BigInt)
-  assert.strictEqual(new Set(ids).size, ids.length)
-  assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]))
-  assert.strictEqual(typeof gen.nextIdBigInt(), 'bigint')
-  assert.strictEqual(gen.decode(String(ids[0])).worker, gen.stats().worker)
-  gen.close()
-  console.log('node: ok,', ids.length, 'IDs from', path.basename(loaded))
-})().catch((e) => { console.error(e); process.exit(1) })
-EOF
-  node - "$etcd" <<'EOF'
-const assert = require('node:assert')
-const { Generator } = require('grantid')
-;(async () => {
-  const gen = await Generator.start({ grantSource: process.argv[2], namespace: 'install-etcd-v1' })
-  const ids = gen.nextIds(1000).map(BigInt)
-  assert.strictEqual(new Set(ids).size, ids.length)
-  gen.close()
-  console.log('node: ok,', ids.length, 'IDs from', process.argv[2])
-})().catch((e) => { console.error(e); process.exit(1) })
-EOF
+  cp "$root/scripts/lib/install/check.js" .
+  node check.js "$work/node-state.json" "$root/conformance/vectors.json" 100000 \
+    grantid-linux-x64-gnu "$etcd"
 )
 
 echo "--- install: a C program against the unpacked C tarball, with pkg-config"
@@ -132,39 +66,12 @@ c_tgz=$dist/grantid-c-$version-x86_64-linux-gnu.tar.gz
 has_licences "$(tar -tzf "$c_tgz")" "$c_tgz"
 tar -C "$work" -xzf "$c_tgz"
 prefix=$work/grantid-c-$version-x86_64-linux-gnu
-cat > "$work/app.c" <<'EOF'
-#include <grantid.h>
-#include <stdio.h>
-#include <string.h>
-
-int main(int argc, char **argv) {
-    if (argc != 2) return 2;
-    if (strcmp(GRANTID_VERSION, grantid_version()) != 0) return 3;
-    struct grantid_generator_options o;
-    grantid_generator_options_default(&o);
-    o.namespace_ = "install-v1";
-    struct grantid_generator *gen;
-    uint64_t ids[1000];
-    if (grantid_generator_new_url(&o, argv[1], &gen) != GRANTID_OK
-        || grantid_next_ids(gen, ids, 1000) != GRANTID_OK) {
-        fprintf(stderr, "%s\n", grantid_last_error_message());
-        return 1;
-    }
-    for (int i = 1; i < 1000; i++)
-        if (ids[i] <= ids[i - 1]) return 4;
-    struct grantid_generator_stats st;
-    if (grantid_stats(gen, &st) != GRANTID_OK || st.ids_issued != 1000) return 5;
-    grantid_generator_free(gen);
-    printf("c: ok, %s, 1000 IDs, worker %u\n", grantid_version(), st.worker);
-    return 0;
-}
-EOF
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # shellcheck disable=SC2046
-gcc -std=c11 -Wall -Wextra -Werror "$work/app.c" $(pkg-config --cflags --libs grantid) -o "$work/app-shared"
+gcc -std=c11 -Wall -Wextra -Werror "$root/scripts/lib/install/app.c" $(pkg-config --cflags --libs grantid) -o "$work/app-shared"
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir grantid) "$work/app-shared" "file:$work/c-state.json"
 # shellcheck disable=SC2046
-gcc -std=c11 "$work/app.c" $(pkg-config --cflags grantid) "$prefix/lib/libgrantid.a" \
+gcc -std=c11 "$root/scripts/lib/install/app.c" $(pkg-config --cflags grantid) "$prefix/lib/libgrantid.a" \
   $(pkg-config --libs-only-l --static grantid | sed 's/-lgrantid //') -o "$work/app-static"
 "$work/app-static" "file:$work/c-state.json"
 "$work/app-static" "$etcd"

@@ -1,0 +1,65 @@
+'use strict'
+// Checks an installed grantid npm package, as a user's program would use it.
+//
+// Usage: node check.js STATE_FILE VECTORS_JSON COUNT PLATFORM_PACKAGE [ETCD_URL]
+//
+// The loader takes the addon from PLATFORM_PACKAGE (e.g. grantid-linux-x64-gnu);
+// COUNT IDs from `file:STATE_FILE` (distinct and rising); every encode and
+// decode of the conformance vectors; with ETCD_URL, 1,000 IDs from etcd too.
+// Run by the package tier on the host's packages and by the platforms tier
+// on each Linux platform package, in a Node of the package's own platform.
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const grantid = require('grantid')
+
+const [state, vectorsPath, count, platformPackage, etcd] = process.argv.slice(2)
+const loaded = Object.keys(require.cache).find((f) => f.endsWith('.node'))
+assert.ok(loaded && loaded.includes(path.join('node_modules', platformPackage)), loaded)
+
+;(async () => {
+  const gen = await grantid.Generator.start({ grantSource: 'file:' + state, namespace: 'install-v1' })
+  const ids = [gen.nextId(), gen.nextId(), ...gen.nextIds(Number(count) - 2)].map(BigInt)
+  assert.equal(new Set(ids).size, ids.length)
+  assert.equal(ids.length, Number(count))
+  assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]))
+  assert.equal(typeof gen.nextIdBigInt(), 'bigint')
+  assert.equal(gen.decode(String(ids[0])).worker, gen.stats().worker)
+  gen.close()
+
+  let checked = 0
+  const vectors = JSON.parse(fs.readFileSync(vectorsPath, 'utf8'))
+  for (const v of vectors.layouts) {
+    const layout = {
+      timestampBits: Number(v.timestamp_bits),
+      workerBits: Number(v.worker_bits),
+      sequenceBits: Number(v.sequence_bits),
+      epochMs: Number(v.epoch_ms),
+      tickMs: Number(v.tick_ms),
+      datacenterBits: Number(v.datacenter_bits),
+    }
+    for (const c of v.encode) {
+      const [t, w, s] = [BigInt(c.timestamp), BigInt(c.worker), BigInt(c.sequence)]
+      assert.equal(grantid.encode(t, w, s, layout), String(c.id))
+      const d = grantid.decodeBigInt(String(c.id), layout)
+      assert.deepEqual([d.timestamp, d.worker, d.sequence], [t, w, s])
+      checked++
+    }
+  }
+  assert.ok(checked > 0)
+
+  let fromEtcd = ''
+  if (etcd) {
+    const g = await grantid.Generator.start({ grantSource: etcd, namespace: 'install-etcd-v1' })
+    assert.equal(new Set(g.nextIds(1000)).size, 1000)
+    g.close()
+    fromEtcd = `, 1000 IDs from ${etcd}`
+  }
+  console.log(
+    `node: ok on ${process.arch} (Node ${process.version}): ${ids.length} IDs, ` +
+      `${checked} conformance vectors, addon ${path.basename(loaded)}${fromEtcd}`,
+  )
+})().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})

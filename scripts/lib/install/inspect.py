@@ -1,0 +1,153 @@
+"""Inspects every Linux artifact of a dist/ folder (scripts/package.sh).
+
+Usage: python inspect.py DIST [AUDITWHEEL]
+
+For each wheel, npm platform package, C tarball and CLI tarball, the ELF
+files it ships are read with readelf:
+
+1. the machine is the one its name says (x86_64 or aarch64);
+2. no debug info;
+3. a glibc build asks for no symbol version above glibc 2.17 (manylinux2014's
+   floor) — the host's x86_64 builds of the package tier, linked by the
+   host's toolchain, report theirs without a limit;
+4. a musl shared library needs libc.musl-ARCH.so.1 and no glibc; a musl CLI
+   is static (no interpreter, no shared library);
+5. a wheel's tag is what `auditwheel show` finds (AUDITWHEEL, when given).
+
+Prints one Markdown row per artifact (name, platform, size, glibc floor or
+static) and exits non-zero naming every check that failed.
+"""
+
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+dist = Path(sys.argv[1])
+auditwheel = sys.argv[2] if len(sys.argv) > 2 else ""
+failures = []
+rows = []
+
+ARCH = {"x86_64": "X86-64", "aarch64": "AArch64"}
+
+
+def readelf(path, *flags):
+    return subprocess.run(["readelf", *flags, str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def elf_facts(path):
+    header = readelf(path, "-h")
+    machine = re.search(r"Machine:\s+(.*)", header).group(1)
+    sections = readelf(path, "-S", "-W")
+    dynamic = readelf(path, "-d")
+    needed = re.findall(r"\(NEEDED\).*\[(.*)\]", dynamic)
+    program = readelf(path, "-l", "-W")
+    versions = readelf(path, "-V", "-W")
+    glibc = sorted(
+        {tuple(int(x) for x in v.split(".")) for v in re.findall(r"GLIBC_([0-9.]+)", versions)}
+    )
+    return {
+        "machine": machine,
+        "debug": ".debug_info" in sections,
+        "needed": needed,
+        "interp": "INTERP" in program,
+        "glibc": glibc[-1] if glibc else None,
+    }
+
+
+def check(name, arch, abi, path, limit_glibc, static=False):
+    facts = elf_facts(path)
+    problems = []
+    if ARCH[arch] not in facts["machine"]:
+        problems.append(f"machine is {facts['machine']}, not {arch}")
+    if facts["debug"]:
+        problems.append("carries debug info")
+    if abi == "gnu":
+        if facts["glibc"] and limit_glibc and facts["glibc"] > (2, 17):
+            problems.append(f"needs glibc {'.'.join(map(str, facts['glibc']))}, above 2.17")
+        floor = "glibc " + ".".join(map(str, facts["glibc"])) if facts["glibc"] else "no glibc symbol versions"
+    elif static:
+        if facts["interp"] or facts["needed"]:
+            problems.append(f"not static: interpreter {facts['interp']}, needs {facts['needed']}")
+        floor = "static"
+    else:
+        want = f"libc.musl-{arch}.so.1"
+        if want not in facts["needed"]:
+            problems.append(f"needs {facts['needed']}, not {want}")
+        if facts["glibc"]:
+            problems.append("asks for glibc symbol versions")
+        floor = want
+    for p in problems:
+        failures.append(f"{name}: {path.name}: {p}")
+    return floor
+
+
+def size(path):
+    return f"{path.stat().st_size / 1e6:.1f} MB"
+
+
+def platform_of(name):
+    m = re.search(r"(x86_64|aarch64|x64|arm64)[-_]?(linux)?[-_]?(gnu|musl)?", name)
+    arch = {"x64": "x86_64", "arm64": "aarch64"}.get(m.group(1), m.group(1))
+    abi = m.group(3) or ("musl" if "musllinux" in name else "gnu")
+    return arch, abi
+
+
+host_built = re.compile(r"x86_64-linux-gnu|linux-x64-gnu")
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    for art in sorted(dist.iterdir()):
+        name = art.name
+        if name.endswith(".whl"):
+            arch, abi = ("aarch64" if "aarch64" in name else "x86_64"), ("musl" if "musllinux" in name else "gnu")
+            with zipfile.ZipFile(art) as z:
+                so = next(n for n in z.namelist() if n.endswith(".so"))
+                out = tmp / Path(so).name
+                out.write_bytes(z.read(so))
+            floor = check(name, arch, abi, out, limit_glibc=True)
+            tag = ""
+            if auditwheel:
+                shown = subprocess.run([auditwheel, "show", str(art)], capture_output=True, text=True).stdout
+                m = re.search(r'consistent with the\s+following platform tag:\s+"([^"]+)"', shown)
+                tag = m.group(1) if m else "?"
+                expect = "musllinux_1_2" if abi == "musl" else "manylinux_2_17"
+                if not tag.startswith(expect):
+                    failures.append(f"{name}: auditwheel finds {tag!r}, not {expect}")
+            rows.append((name, f"{arch} {abi}", size(art), floor + (f"; auditwheel: {tag}" if tag else "")))
+        elif name.endswith(".tgz") and re.match(r"grantid-linux-", name):
+            arch, abi = platform_of(name)
+            with tarfile.open(art) as t:
+                member = next(m for m in t.getmembers() if m.name.endswith(".node"))
+                out = tmp / Path(member.name).name
+                out.write_bytes(t.extractfile(member).read())
+            floor = check(name, arch, abi, out, limit_glibc=not host_built.search(name))
+            rows.append((name, f"{arch} {abi}", size(art), floor))
+        elif name.endswith(".tar.gz") and re.match(r"grantid-(c|cli)-", name):
+            arch, abi = platform_of(name)
+            cli = name.startswith("grantid-cli-")
+            with tarfile.open(art) as t:
+                if cli:
+                    member = next(m for m in t.getmembers() if m.name.endswith("/grantid"))
+                else:
+                    member = next(
+                        m for m in t.getmembers() if re.search(r"/lib/libgrantid\.so\.\d+\.\d+\.\d+$", m.name)
+                    )
+                out = tmp / (name + "-" + Path(member.name).name)
+                out.write_bytes(t.extractfile(member).read())
+            floor = check(
+                name, arch, abi, out, limit_glibc=not host_built.search(name), static=cli and abi == "musl"
+            )
+            rows.append((name, f"{arch} {abi}", size(art), floor))
+
+print("| artifact | platform | size | needs |")
+print("|---|---|---|---|")
+for row in rows:
+    print("| " + " | ".join(row) + " |")
+if failures:
+    print("\n".join(["", "FAILED:"] + failures), file=sys.stderr)
+    sys.exit(1)
+print(f"inspected {len(rows)} artifacts: ok")

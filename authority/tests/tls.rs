@@ -153,19 +153,23 @@ fn two_generators_no_duplicates(url: &str, other: &str) {
 }
 
 /// Starting a generator on `url` fails; its message contains every one of
-/// `needles`. Returns the message.
-fn fails_at_start(url: &str, needles: &[&str]) -> String {
+/// `needles`. Returns the error.
+fn start_fails(url: &str, needles: &[&str]) -> Error {
     let t0 = Instant::now();
     let e = match generator(url, &common::namespace("tls-fail")) {
         Ok(_) => panic!("{url}: a generator started"),
         Err(e) => e,
     };
-    let message = e.message().to_owned();
     for n in needles {
-        assert!(message.contains(n), "{url}: {n:?} not in {message}");
+        assert!(e.message().contains(n), "{url}: {n:?} not in {e}");
     }
-    eprintln!("{url} ({:?}): {message}", t0.elapsed());
-    message
+    eprintln!("{url} ({:?}): {e}", t0.elapsed());
+    e
+}
+
+/// As [`start_fails`], returning the message.
+fn fails_at_start(url: &str, needles: &[&str]) -> String {
+    start_fails(url, needles).message().to_owned()
 }
 
 fn skip(what: &str) -> Option<()> {
@@ -546,21 +550,12 @@ fn redis_tls_options_are_checked_when_opened() {
 /// it once: a restarted `grantid serve` forwarding a client's renewal
 /// must not make the client lose its worker).
 fn refused_at_start(url: &str, needles: &[&str]) -> String {
-    let t0 = Instant::now();
-    let e = match generator(url, &common::namespace("tls-refused")) {
-        Ok(_) => panic!("{url}: a generator started"),
-        Err(e) => e,
-    };
-    let message = e.message().to_owned();
+    let e = start_fails(url, needles);
     assert_eq!(
         e.kind(),
         grantid::ErrorKind::InvalidArgument,
-        "{url}: not refused: {message}"
+        "{url}: not refused: {e}"
     );
-    for n in needles {
-        assert!(message.contains(n), "{url}: {n:?} not in {message}");
-    }
-    eprintln!("{url} ({:?}): {message}", t0.elapsed());
     let ns = common::namespace("tls-answers");
     let layout = common::small_layout();
     let inc = common::random();
@@ -579,7 +574,7 @@ fn refused_at_start(url: &str, needles: &[&str]) -> String {
         matches!(renewal, Err(GrantError::Unavailable(ref m)) if m.contains(needles[0])),
         "{url}: renewal: {renewal:?}"
     );
-    message
+    e.message().to_owned()
 }
 
 #[cfg(any(feature = "mysql", feature = "etcd"))]

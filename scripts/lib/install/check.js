@@ -29,15 +29,11 @@ assert.ok(loaded && loaded.includes(path.join('node_modules', platformPackage)),
 
   let checked = 0
   const vectors = JSON.parse(fs.readFileSync(vectorsPath, 'utf8'))
+  // The vectors name a layout's fields in snake case, the binding in camel case.
+  const fields = ['timestamp_bits', 'worker_bits', 'sequence_bits', 'datacenter_bits', 'epoch_ms', 'tick_ms']
+  const camel = (k) => k.replace(/_(.)/g, (_, c) => c.toUpperCase())
   for (const v of vectors.layouts) {
-    const layout = {
-      timestampBits: Number(v.timestamp_bits),
-      workerBits: Number(v.worker_bits),
-      sequenceBits: Number(v.sequence_bits),
-      epochMs: Number(v.epoch_ms),
-      tickMs: Number(v.tick_ms),
-      datacenterBits: Number(v.datacenter_bits),
-    }
+    const layout = Object.fromEntries(fields.map((k) => [camel(k), Number(v[k])]))
     for (const c of v.encode) {
       const [t, w, s] = [BigInt(c.timestamp), BigInt(c.worker), BigInt(c.sequence)]
       assert.equal(grantid.encode(t, w, s, layout), String(c.id))

@@ -34,15 +34,10 @@ with grantid.Generator("file:" + state, namespace="install-v1") as gen:
 checked = 0
 with open(vectors_path) as f:
     vectors = json.load(f)
+# The vectors name a layout's fields as Layout's keywords do.
+fields = ("timestamp_bits", "worker_bits", "sequence_bits", "datacenter_bits", "epoch_ms", "tick_ms")
 for spec in vectors["layouts"]:
-    layout = grantid.Layout(
-        timestamp_bits=spec["timestamp_bits"],
-        worker_bits=spec["worker_bits"],
-        sequence_bits=spec["sequence_bits"],
-        epoch_ms=spec["epoch_ms"],
-        tick_ms=spec["tick_ms"],
-        datacenter_bits=spec["datacenter_bits"],
-    )
+    layout = grantid.Layout(**{k: spec[k] for k in fields})
     for v in spec["encode"]:
         want = int(v["id"])
         assert layout.encode(v["timestamp"], v["worker"], v["sequence"]) == want, (spec["name"], v)

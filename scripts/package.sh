@@ -31,7 +31,7 @@
 # outside target/): cargo-c 0.10.24 (a debug build, see below), a venv with
 # maturin, PyPI's ziglang (the manylinux2014 link) and cargo-zigbuild (the
 # cross builds); @napi-rs/cli comes
-# from bindings-node's lockfile. scripts/package.d/90-install.sh installs the
+# from bindings-node's lockfile. scripts/package.d/10-install.sh installs the
 # results as a user would.
 set -euo pipefail
 all=0
@@ -105,6 +105,16 @@ linux_name() {
   local arch=${1%%-*} abi=${1##*-}
   echo "$arch-linux-$abi"
 }
+# musl_libc TARGET FILE: zig links a musl shared object against its libc
+# stub, `libc.so`; musl's loader takes any libc name as itself, but the
+# musllinux policy (auditwheel, and Alpine's own builds) names the loader,
+# libc.musl-ARCH.so.1: FILE is made to need that.
+musl_libc() {
+  [[ $1 == *-musl ]] || return 0
+  if readelf -d "$2" | grep -q 'NEEDED.*\[libc\.so\]'; then
+    patchelf --replace-needed libc.so "libc.musl-${1%%-*}.so.1" "$2"
+  fi
+}
 # cross_build TARGET static|dynamic CARGO-ARGS...: a release build for
 # TARGET, linked by zig (cargo zigbuild); sets cross_out to its output
 # folder. A `dynamic` build (the Node addon, the C shared library) of a
@@ -134,8 +144,8 @@ cp docs/CLI.md docs/DESIGN.md "$cli/doc/"
 for shell in bash zsh fish; do "$cli/grantid" completions "$shell" > "$cli/completions/grantid.$shell"; done
 tar -C "$stage" -czf "$dist/$(basename "$cli").tar.gz" "$(basename "$cli")"
 
-# ---- the CLI for other Linux targets: static musl binaries, linked by zig --
-# (GRANTID_CROSS_CLI names the Rust targets; the completions are the host
+# ---- the CLI for other Linux targets, linked by zig (musl: static) -------
+# (the package tier builds the arm64 musl one; the completions are the host
 # build's, the same text.)
 cli_cross=("${cross_linux[@]}")
 [ $all = 1 ] || cli_cross=(aarch64-unknown-linux-musl)
@@ -171,7 +181,8 @@ tar -C "$stage" -czf "$dist/$(basename "$c").tar.gz" "$(basename "$c")"
 if [ ${#cross_linux[@]} -gt 0 ]; then
   command -v patchelf >/dev/null || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patchelf; }
-  rustup component list --installed | grep -q '^llvm-tools' || rustup component add llvm-tools
+  components=$(rustup component list --installed)
+  grep -q '^llvm-tools' <<<"$components" || rustup component add llvm-tools
   llvm_strip=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-strip)
   soname=$(readelf -d "$c/lib/libgrantid.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   real=$(basename "$(readlink -f "$c/lib/libgrantid.so")")
@@ -184,12 +195,15 @@ for target in "${cross_linux[@]}"; do
   rm -rf "$cc" && cp -a "$c" "$cc"
   cp "$out/libgrantid_ffi.so" "$cc/lib/$real"
   patchelf --set-soname "$soname" "$cc/lib/$real"
+  musl_libc "$target" "$cc/lib/$real"
   cp "$out/libgrantid_ffi.a" "$cc/lib/libgrantid.a"
   "$llvm_strip" --strip-debug "$cc/lib/libgrantid.a"
   # What a static link needs besides the archive, as rustc says for this
   # target (cargo-c's Libs.private for the host).
-  native=$(echo | rustc --crate-type staticlib --crate-name probe --target "$target" --print native-static-libs \
-    -o "$stage/probe.a" - 2>&1 | sed -n 's/.*native-static-libs: //p')
+  probe=(--crate-type staticlib --crate-name probe --target "$target" --print native-static-libs)
+  [[ $target != *-musl ]] || probe+=(-C target-feature=-crt-static)
+  native=$(echo | rustc "${probe[@]}" -o "$stage/probe.a" - 2>&1 | sed -n 's/.*native-static-libs: //p')
+  [ -n "$native" ] || { echo "rustc named no native libraries for $target" >&2; exit 1; }
   sed -i "s|^Libs.private:.*|Libs.private: $native|" "$cc/lib/pkgconfig/grantid.pc"
   tar -C "$stage" -czf "$dist/$(basename "$cc").tar.gz" "$(basename "$cc")"
 done
@@ -238,6 +252,7 @@ for target in $(node -p "require('./bindings-node/package.json').napi.targets.jo
     case $arch in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; esac
     mkdir -p "$main/out"
     cp "$cross_out/libgrantid_node.so" "$main/out/grantid.linux-$arch-$abi.node"
+    musl_libc "$target" "$main/out/grantid.linux-$arch-$abi.node"
   else
     echo "skipped Node target $target: package.sh --all builds it"
     continue

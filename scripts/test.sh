@@ -4,8 +4,8 @@
 #   ./scripts/test.sh                   the default tier, what every change runs (the README's test command)
 #   ./scripts/test.sh package           release artifacts, built once and installed as a user would
 #   ./scripts/test.sh nightly           the long runs: loom bound 4, torture and churn long, fuzzing
-#   ./scripts/test.sh platforms         every platform's artifacts (package.sh --all), run under emulation
 #                                       60 s per harness, the benchmarks
+#   ./scripts/test.sh platforms         every platform's artifacts (package.sh --all), run under emulation
 #   ./scripts/test.sh default package   several tiers in one run, one summary (what .ci/run runs)
 #   ./scripts/test.sh default 10 40     only the steps whose file name starts with 10 or 40
 #
@@ -13,7 +13,7 @@
 # scripts/nightly.d/, scripts/platforms.d/. Each step runs in name order in a bash of its own with
 # `set -euo pipefail`; a failing step is reported and the next one runs.
 # Each tier has a time budget (GRANTID_BUDGET_DEFAULT_S, ..._PACKAGE_S,
-# ..._NIGHTLY_S): a step still running when its tier's budget is spent is
+# ..._NIGHTLY_S, ..._PLATFORMS_S): a step still running when its tier's budget is spent is
 # stopped and reported with its tier, name and time, and the rest of that
 # tier is not started, so that a slow machine fails loudly before CI's limit.
 # At the end: one line per step (time, ok / FAILED / TIMEOUT / not started)

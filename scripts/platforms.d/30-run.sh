@@ -22,6 +22,7 @@ trap 'rm -rf "$work"' EXIT
 venv=$GRANTID_TOOLS/package-venv
 need=()
 command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
+command -v readelf >/dev/null || need+=(binutils)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
@@ -51,7 +52,10 @@ mkdir -p "$work/node-arm64"
 (
   cd "$work/node-arm64"
   npm init -y >/dev/null
-  npm install --offline --no-audit --no-fund --loglevel=error --cpu=arm64 --os=linux --libc=glibc \
+  # --force: npm checks a tarball named on the command line against this
+  # machine's platform (x64) whatever --cpu says; on an arm64 machine it
+  # takes the platform package from the main one's optionalDependencies.
+  npm install --offline --no-audit --no-fund --loglevel=error --force --cpu=arm64 --os=linux --libc=glibc \
     "$dist/grantid-$version.tgz" "$dist/grantid-linux-arm64-gnu-$version.tgz"
   cp "$root/scripts/lib/install/check.js" .
   arm "$node_arm/bin/node" check.js "$work/node-arm64.json" "$vectors" 100000 grantid-linux-arm64-gnu

@@ -1,6 +1,6 @@
 """Inspects every Linux artifact of a dist/ folder (scripts/package.sh).
 
-Usage: python inspect.py DIST [AUDITWHEEL]
+Usage: python inspect_artifacts.py DIST [AUDITWHEEL]
 
 For each wheel, npm platform package, C tarball and CLI tarball, the ELF
 files it ships are read with readelf:
@@ -12,13 +12,15 @@ files it ships are read with readelf:
    host's toolchain, report theirs without a limit;
 4. a musl shared library needs libc.musl-ARCH.so.1 and no glibc; a musl CLI
    is static (no interpreter, no shared library);
-5. a wheel's tag is what `auditwheel show` finds (AUDITWHEEL, when given).
+5. a wheel's tag is what `auditwheel show` finds (AUDITWHEEL, when given);
+6. every artifact of the matrix is there: a wheel, an npm platform package,
+   a C tarball and a CLI tarball for each of the four Linux targets.
 
 Prints one Markdown row per artifact (name, platform, size, glibc floor or
 static) and exits non-zero naming every check that failed.
 """
 
-import io
+import json
 import re
 import subprocess
 import sys
@@ -111,9 +113,10 @@ with tempfile.TemporaryDirectory() as tmp:
             floor = check(name, arch, abi, out, limit_glibc=True)
             tag = ""
             if auditwheel:
-                shown = subprocess.run([auditwheel, "show", str(art)], capture_output=True, text=True).stdout
-                m = re.search(r'consistent with the\s+following platform tag:\s+"([^"]+)"', shown)
-                tag = m.group(1) if m else "?"
+                shown = subprocess.run(
+                    [auditwheel, "show", "--json", str(art)], capture_output=True, text=True, check=True
+                ).stdout
+                tag = json.loads(shown)["overall_tag"]
                 expect = "musllinux_1_2" if abi == "musl" else "manylinux_2_17"
                 if not tag.startswith(expect):
                     failures.append(f"{name}: auditwheel finds {tag!r}, not {expect}")
@@ -141,7 +144,27 @@ with tempfile.TemporaryDirectory() as tmp:
             floor = check(
                 name, arch, abi, out, limit_glibc=not host_built.search(name), static=cli and abi == "musl"
             )
+            if not cli:
+                with tarfile.open(art) as t:
+                    member = next(m for m in t.getmembers() if m.name.endswith("/lib/libgrantid.a"))
+                    archive = tmp / (name + "-libgrantid.a")
+                    archive.write_bytes(t.extractfile(member).read())
+                if ".debug_info" in readelf(archive, "-S", "-W"):
+                    failures.append(f"{name}: libgrantid.a carries debug info")
             rows.append((name, f"{arch} {abi}", size(art), floor))
+
+# Every target of the matrix, each kind of artifact.
+for arch, node_arch in (("x86_64", "x64"), ("aarch64", "arm64")):
+    for abi in ("gnu", "musl"):
+        wheel_tag = f"musllinux_1_2_{arch}" if abi == "musl" else f"manylinux_2_17_{arch}"
+        for kind, pattern in (
+            ("wheel", rf"cp39-abi3-.*{wheel_tag}.*\.whl$"),
+            ("npm platform package", rf"^grantid-linux-{node_arch}-{abi}-.*\.tgz$"),
+            ("C tarball", rf"^grantid-c-.*-{arch}-linux-{abi}\.tar\.gz$"),
+            ("CLI tarball", rf"^grantid-cli-.*-{arch}-linux-{abi}\.tar\.gz$"),
+        ):
+            if not any(re.search(pattern, row[0]) for row in rows):
+                failures.append(f"no {kind} for {arch} {abi} in {dist}")
 
 print("| artifact | platform | size | needs |")
 print("|---|---|---|---|")

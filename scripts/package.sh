@@ -68,11 +68,13 @@ cargo_tool cargo-c 0.10.24 cargo-cinstall
 cinstall=$TOOL
 venv=$GRANTID_TOOLS/package-venv
 if ! "$venv/bin/python" -c 'import ziglang' 2>/dev/null || ! "$venv/bin/maturin" --version 2>/dev/null | grep -q '^maturin 1.16.0$' \
-   || ! "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q '^cargo-zigbuild 0.24.1$'; then
-  step "installing maturin 1.16.0, ziglang and cargo-zigbuild into $venv (once)"
+   || ! "$venv/bin/cargo-zigbuild" --version 2>/dev/null | grep -q '^cargo-zigbuild 0.24.1$' \
+   || ! "$venv/bin/wheel" version 2>/dev/null | grep -q '^wheel 0.45.1$'; then
+  step "installing maturin 1.16.0, ziglang, cargo-zigbuild and wheel into $venv (once)"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1 cargo-zigbuild==0.24.1
+  "$venv/bin/pip" install -q --disable-pip-version-check maturin==1.16.0 ziglang==0.17.1 cargo-zigbuild==0.24.1 \
+    wheel==0.45.1
 fi
 if [ ! -x bindings-node/node_modules/.bin/napi ]; then
   (cd bindings-node && npm ci --no-audit --no-fund --loglevel=error)
@@ -222,6 +224,14 @@ for target in "${cross_linux[@]}"; do
   add_target "$target"
   CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig "${tag[@]}" \
     "${features[@]}" --target "$target" -m bindings-python/Cargo.toml -o "$dist"
+  if [[ $target == *-musl ]]; then
+    # The extension names musl's loader (musl_libc); `wheel pack` writes
+    # the wheel again with its RECORD hashed anew, under the same name.
+    whl=$(ls "$dist/grantid-$version-cp39-abi3-musllinux_1_2_${target%%-*}.whl")
+    rm -rf "$stage/wheel" && "$venv/bin/wheel" unpack -d "$stage/wheel" "$whl" >/dev/null
+    for so in "$stage"/wheel/*/grantid/*.so; do musl_libc "$target" "$so"; done
+    "$venv/bin/wheel" pack -d "$dist" "$stage"/wheel/*/ >/dev/null
+  fi
 done
 
 # ---- Node: napi-rs per-platform packages ------------------------------------

@@ -75,8 +75,7 @@ async function rejectionCode(promise) {
  * The conformance vectors, with every integer of 16 digits or more kept
  * exact as a string (JSON.parse would round it to a double).
  */
-function loadVectors() {
-  const file = path.join(__dirname, '..', '..', 'conformance', 'vectors.json')
+function loadVectors(file = path.join(__dirname, '..', '..', 'conformance', 'vectors.json')) {
   const text = fs.readFileSync(file, 'utf8')
   return JSON.parse(text.replace(/([:[,]\s*)(-?\d{16,})(?=\s*[,}\]])/g, '$1"$2"'))
 }

@@ -38,7 +38,7 @@ pip_wheel=$GRANTID_TOOLS/pip-24.3.1-py3-none-any.whl
 [ -f "$pip_wheel" ] || "$venv/bin/pip" download -q --no-deps -d "$GRANTID_TOOLS" pip==24.3.1
 wheel=$(ls "$dist"/grantid-"$version"-cp39-abi3-*manylinux_2_17_aarch64*.whl)
 arm "$ARM64_SYSROOT/usr/bin/python3.11" "$pip_wheel/pip" install -q --no-index --no-compile \
-  --disable-pip-version-check --target "$work/py-arm64" "$wheel"
+  --disable-pip-version-check --root-user-action=ignore --target "$work/py-arm64" "$wheel"
 (cd "$work" && PYTHONPATH="$work/py-arm64" arm "$ARM64_SYSROOT/usr/bin/python3.11" \
   "$root/scripts/lib/install/check.py" "$work/py-arm64.json" "$vectors" 100000)
 
@@ -57,7 +57,7 @@ mkdir -p "$work/node-arm64"
   # takes the platform package from the main one's optionalDependencies.
   npm install --offline --no-audit --no-fund --loglevel=error --force --cpu=arm64 --os=linux --libc=glibc \
     "$dist/grantid-$version.tgz" "$dist/grantid-linux-arm64-gnu-$version.tgz"
-  cp "$root/scripts/lib/install/check.js" .
+  cp "$root/scripts/lib/install/check.js" "$root/bindings-node/__test__/helpers.js" .
   arm "$node_arm/bin/node" check.js "$work/node-arm64.json" "$vectors" 100000 grantid-linux-arm64-gnu
 )
 

@@ -9,9 +9,11 @@
 // Run by the package tier on the host's packages and by the platforms tier
 // on each Linux platform package, in a Node of the package's own platform.
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
 const path = require('node:path')
 const grantid = require('grantid')
+// The binding's own test helpers, copied beside this file: the vectors'
+// 64-bit numbers read as strings, as its conformance test reads them.
+const { loadVectors } = require('./helpers.js')
 
 const [state, vectorsPath, count, platformPackage, etcd] = process.argv.slice(2)
 const loaded = Object.keys(require.cache).find((f) => f.endsWith('.node'))
@@ -28,7 +30,7 @@ assert.ok(loaded && loaded.includes(path.join('node_modules', platformPackage)),
   gen.close()
 
   let checked = 0
-  const vectors = JSON.parse(fs.readFileSync(vectorsPath, 'utf8'))
+  const vectors = loadVectors(vectorsPath)
   // The vectors name a layout's fields in snake case, the binding in camel case.
   const fields = ['timestamp_bits', 'worker_bits', 'sequence_bits', 'datacenter_bits', 'epoch_ms', 'tick_ms']
   const camel = (k) => k.replace(/_(.)/g, (_, c) => c.toUpperCase())

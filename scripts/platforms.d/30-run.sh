@@ -61,6 +61,28 @@ mkdir -p "$work/node-arm64"
   arm "$node_arm/bin/node" check.js "$work/node-arm64.json" "$vectors" 100000 grantid-linux-arm64-gnu
 )
 
+echo "--- the main npm package alone: its loader's error names the platform package it looked for"
+mkdir -p "$work/node-none"
+(
+  cd "$work/node-none"
+  npm init -y >/dev/null
+  npm install --offline --no-audit --no-fund --loglevel=error "$dist/grantid-$version.tgz"
+  node - <<'JS'
+const assert = require('node:assert/strict')
+let messages = []
+try {
+  require('grantid')
+  assert.fail('the loader found a binding without a platform package')
+} catch (e) {
+  for (let c = e; c; c = c.cause) messages.push(c.message)
+}
+const text = messages.join(' | ')
+assert.match(text, /Cannot find native binding/)
+assert.match(text, /grantid-linux-x64-gnu/, text)
+console.log('node: no platform package: the error names grantid-linux-x64-gnu')
+JS
+)
+
 # c_run TARGET ZIG_TARGET RUNNER...: a C program against the TARGET
 # tarball: linked with the shared library (glibc only) and statically.
 c_run() {

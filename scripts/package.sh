@@ -14,16 +14,15 @@
 # scripts/platforms.d/), every cross build linked by zig:
 #
 #   wheels     manylinux2014 x86_64 and aarch64, musllinux_1_2 x86_64 and
-#              aarch64
+#              aarch64, macOS x86_64 (10.12+) and arm64 (11.0+)
 #   npm        linux-x64-gnu, linux-arm64-gnu, linux-x64-musl,
-#              linux-arm64-musl
+#              linux-arm64-musl, darwin-x64, darwin-arm64
 #   C, CLI     x86_64 and aarch64, glibc and musl (the CLI's musl builds
 #              static; the aarch64 glibc builds need glibc 2.17)
 #
-# macOS is not built: the authorities link Apple's Security,
-# CoreFoundation and SystemConfiguration frameworks (rustls-native-certs for
-# `sslrootcert=system`, whoami), and zig ships stubs of libSystem only; no
-# macOS SDK installs from the registries these machines reach.
+# The macOS builds link against text stubs of the Apple frameworks the
+# authorities call (scripts/lib/macos/frameworks.py): zig ships a stub of
+# libSystem only.
 #
 # Every artifact carries LICENSE-MIT and LICENSE-APACHE; release builds have
 # no debug info (the `release` profile of Cargo.toml). Tools are installed
@@ -94,9 +93,13 @@ if [ $all = 1 ]; then
   # again by zig against glibc 2.17: the host's toolchain links against the
   # build machine's glibc (2.34 symbols on Debian 12).
   relink=("$host")
+  cross_macos=(x86_64-apple-darwin aarch64-apple-darwin)
+  macos_sdk=$builds/macos-sdk
+  rm -rf "$macos_sdk" && python3 scripts/lib/macos/frameworks.py "$macos_sdk"
 else
   cross_linux=()
   relink=()
+  cross_macos=()
 fi
 zig_target() { # the Rust target with zig's glibc floor
   case $1 in
@@ -126,7 +129,8 @@ musl_libc() {
 # TARGET, linked by zig (cargo zigbuild); sets cross_out to its output
 # folder. A `dynamic` build (the Node addon, the C shared library) of a
 # musl target turns crt-static off (a shared library cannot hold libc),
-# in a folder of its own, so the static CLI's build is not redone.
+# in a folder of its own, so the static CLI's build is not redone. A
+# macOS build links against the framework stubs ($macos_sdk).
 cross_build() {
   local target=$1 kind=$2 dir=$builds/cross flags=()
   shift 2
@@ -134,6 +138,7 @@ cross_build() {
     dir=$builds/cross-dynamic
     flags=(RUSTFLAGS="-C target-feature=-crt-static")
   fi
+  [[ $target != *-apple-darwin ]] || flags=(SDKROOT="$macos_sdk")
   add_target "$target"
   env "${flags[@]}" CARGO_TARGET_DIR="$dir" PATH="$venv/bin:$PATH" cargo zigbuild --locked --release \
     "${features[@]}" --target "$(zig_target "$target")" "$@"
@@ -242,6 +247,12 @@ for target in "${cross_linux[@]}"; do
     "$venv/bin/wheel" pack -d "$dist" "$stage"/wheel/*/ >/dev/null
   fi
 done
+for target in "${cross_macos[@]}"; do
+  step "Python wheel for $target (maturin --zig, framework stubs)"
+  add_target "$target"
+  SDKROOT=$macos_sdk CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig \
+    "${features[@]}" --target "$target" -m bindings-python/Cargo.toml -o "$dist"
+done
 
 # ---- Node: napi-rs per-platform packages ------------------------------------
 step "Node packages (napi-rs per-platform layout)"
@@ -269,11 +280,15 @@ for target in $(node -p "require('./bindings-node/package.json').napi.targets.jo
     # in the C libraries' build (what `napi build -x` runs, without its own
     # copy of the build), named as napi names it.
     cross_build "$target" dynamic -p grantid-node
-    arch=${target%%-*} abi=${target##*-}
+    arch=${target%%-*}
     case $arch in x86_64) arch=x64 ;; aarch64) arch=arm64 ;; esac
     mkdir -p "$main/out"
-    cp "$cross_out/libgrantid_node.so" "$main/out/grantid.linux-$arch-$abi.node"
-    musl_libc "$target" "$main/out/grantid.linux-$arch-$abi.node"
+    if [[ $target == *-apple-darwin ]]; then
+      cp "$cross_out/libgrantid_node.dylib" "$main/out/grantid.darwin-$arch.node"
+    else
+      cp "$cross_out/libgrantid_node.so" "$main/out/grantid.linux-$arch-${target##*-}.node"
+      musl_libc "$target" "$main/out/grantid.linux-$arch-${target##*-}.node"
+    fi
   elif [ "$target" != "$host" ]; then
     echo "skipped Node target $target: package.sh --all builds it"
     continue

@@ -144,3 +144,4 @@ echo "--- aarch64 musl: C (static) and the static CLI (qemu)"
 c_run aarch64-linux-musl aarch64-linux-musl qemu-aarch64-static
 cli_run aarch64-linux-musl qemu-aarch64-static
 echo "not run: the musl wheels and Node addons (no musl CPython or Node installs from PyPI, npm or Debian); step 20 inspected them"
+echo "not run: the macOS wheels and Node addons (no macOS here); step 20 inspected them"

@@ -1,6 +1,6 @@
-"""Inspects every Linux artifact of a dist/ folder (scripts/package.sh).
+"""Inspects every artifact of a dist/ folder (scripts/package.sh).
 
-Usage: python inspect_artifacts.py DIST [AUDITWHEEL]
+Usage: python inspect_artifacts.py DIST [AUDITWHEEL] [LLVM_BIN]
 
 For each wheel, npm platform package, C tarball and CLI tarball, the ELF
 files it ships are read with readelf:
@@ -15,8 +15,22 @@ files it ships are read with readelf:
 6. every artifact of the matrix is there: a wheel, an npm platform package,
    a C tarball and a CLI tarball for each of the four Linux targets.
 
-Prints one Markdown row per artifact (name, platform, size, glibc floor or
-static) and exits non-zero naming every check that failed.
+For each macOS wheel and npm platform package (LLVM_BIN: the folder of
+llvm-objdump and llvm-nm, rustup's llvm-tools), the Mach-O file it ships
+is read as delocate and dyld would:
+
+7. a Mach-O dynamic library of the architecture its name says, for a macOS
+   no newer than its tag (wheels) or rustc's floor (npm: 10.12 x86_64, 11.0
+   arm64), with no debug info, and signed (arm64 runs signed code only);
+8. it exports its entry point (`PyInit__grantid`, `napi_register_module_v1`);
+9. every library it loads is part of macOS (/usr/lib/ or
+   /System/Library/Frameworks/), and every name it imports is bound to one
+   of them, except the host's own API (Python's `Py*`, Node's `napi_*`),
+   which the interpreter provides;
+10. a wheel and an npm platform package for each of x86_64 and arm64.
+
+Prints one Markdown row per artifact (name, platform, size, glibc floor,
+static or macOS floor) and exits non-zero naming every check that failed.
 """
 
 import json
@@ -30,6 +44,7 @@ from pathlib import Path
 
 dist = Path(sys.argv[1])
 auditwheel = sys.argv[2] if len(sys.argv) > 2 else ""
+llvm_bin = Path(sys.argv[3]) if len(sys.argv) > 3 else None
 failures = []
 rows = []
 
@@ -98,11 +113,91 @@ def platform_of(name):
     return arch, abi
 
 
+# ---- macOS ------------------------------------------------------------------
+MACHO_ARCH = {"x86_64": "X86_64", "arm64": "ARM64"}
+RUSTC_FLOOR = {"x86_64": (10, 12), "arm64": (11, 0)}
+SYSTEM = ("/usr/lib/", "/System/Library/Frameworks/")
+IMPORTS = "scripts/lib/macos/imports.txt"
+
+
+def llvm(tool, *args):
+    return subprocess.run([str(llvm_bin / tool), *args], capture_output=True, text=True, check=True).stdout
+
+
+def check_macho(name, arch, floor, entry, host_api, path):
+    """Checks 7-9; returns the floor the file asks for."""
+    headers = llvm("llvm-objdump", "--macho", "--private-headers", str(path))
+    problems = []
+    kind = re.search(r"MH_MAGIC_64\s+(\S+)\s+\S+\s+\S+\s+(\S+)", headers)
+    if not kind or kind.group(1) != MACHO_ARCH[arch] or kind.group(2) not in ("DYLIB", "BUNDLE"):
+        problems.append(f"not a {arch} Mach-O library: {kind.group(0) if kind else 'no 64-bit Mach-O header'}")
+    if arch == "arm64" and "cmd LC_CODE_SIGNATURE" not in headers:
+        problems.append("unsigned: macOS on arm64 loads only signed code (an ad hoc signature will do)")
+    # (LC_BUILD_VERSION's minos; before macOS 10.14, LC_VERSION_MIN_MACOSX)
+    minos = re.search(
+        r"cmd LC_BUILD_VERSION.*?minos (\d+)\.(\d+)|cmd LC_VERSION_MIN_MACOSX.*?version (\d+)\.(\d+)", headers, re.S
+    )
+    asks = tuple(int(g) for g in minos.groups() if g is not None) if minos else None
+    if asks is None or asks > floor:
+        problems.append(f"needs macOS {asks}, above {floor}")
+    loads = re.findall(r"cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n.*?\n\s+name (\S+)", headers)
+    if not loads:
+        problems.append("loads no library")
+    problems += [f"loads {lib}, not part of macOS" for lib in loads if not lib.startswith(SYSTEM)]
+    sections = llvm("llvm-objdump", "--macho", "--section-headers", str(path))
+    if "__debug_info" in sections or "__DWARF" in sections:
+        problems.append("carries debug info")
+    exports = llvm("llvm-nm", "--extern-only", "--defined-only", "--just-symbol-name", str(path)).split()
+    if "_" + entry not in exports:
+        problems.append(f"does not export {entry}")
+    unbound = [
+        line.split()[-1]
+        for line in llvm("llvm-nm", "-m", "--undefined-only", str(path)).splitlines()
+        if "(from " not in line and not line.split()[-1].startswith(host_api)
+    ]
+    if unbound:
+        problems.append(
+            f"{len(unbound)} imports bound to no library (dyld would refuse to load it): add them to {IMPORTS}: "
+            + " ".join(unbound)
+        )
+    for p in problems:
+        failures.append(f"{name}: {path.name}: {p}")
+    return "macOS " + ".".join(map(str, asks)) if asks else "?"
+
+
+def macos_wheel(art, tmp):
+    m = re.search(r"macosx_(\d+)_(\d+)_(x86_64|arm64)\.whl$", art.name)
+    arch, floor = m.group(3), (int(m.group(1)), int(m.group(2)))
+    with zipfile.ZipFile(art) as z:
+        so = next(n for n in z.namelist() if n.endswith(".so"))
+        out = tmp / (art.name + ".so")
+        out.write_bytes(z.read(so))
+    asks = check_macho(art.name, arch, floor, "PyInit__grantid", ("_Py", "__Py"), out)
+    rows.append((art.name, f"{arch} macOS", size(art), asks))
+
+
+def macos_npm(art, tmp):
+    arch = re.match(r"grantid-darwin-(x64|arm64)-", art.name).group(1).replace("x64", "x86_64")
+    with tarfile.open(art) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith(".node"))
+        out = tmp / (art.name + ".node")
+        out.write_bytes(t.extractfile(member).read())
+    asks = check_macho(art.name, arch, RUSTC_FLOOR[arch], "napi_register_module_v1", ("_napi_",), out)
+    rows.append((art.name, f"{arch} macOS", size(art), asks))
+
+
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
     for art in sorted(dist.iterdir()):
         name = art.name
-        if name.endswith(".whl"):
+        if "macosx_" in name or name.startswith("grantid-darwin-"):
+            if llvm_bin is None:
+                failures.append(f"{name}: a macOS artifact, and no LLVM_BIN to read it with")
+            elif name.endswith(".whl"):
+                macos_wheel(art, tmp)
+            else:
+                macos_npm(art, tmp)
+        elif name.endswith(".whl"):
             arch, abi = ("aarch64" if "aarch64" in name else "x86_64"), ("musl" if "musllinux" in name else "gnu")
             with zipfile.ZipFile(art) as z:
                 so = next(n for n in z.namelist() if n.endswith(".so"))
@@ -161,6 +256,15 @@ for arch, node_arch in (("x86_64", "x64"), ("aarch64", "arm64")):
         ):
             if not any(re.search(pattern, row[0]) for row in rows):
                 failures.append(f"no {kind} for {arch} {abi} in {dist}")
+
+if llvm_bin is not None:
+    for arch, node_arch in (("x86_64", "x64"), ("arm64", "arm64")):
+        for kind, pattern in (
+            ("wheel", rf"cp39-abi3-macosx_\d+_\d+_{arch}\.whl$"),
+            ("npm platform package", rf"^grantid-darwin-{node_arch}-.*\.tgz$"),
+        ):
+            if not any(re.search(pattern, row[0]) for row in rows):
+                failures.append(f"no {kind} for macOS {arch} in {dist}")
 
 print("| artifact | platform | size | needs |")
 print("|---|---|---|---|")

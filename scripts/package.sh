@@ -138,7 +138,12 @@ cross_build() {
     dir=$builds/cross-dynamic
     flags=(RUSTFLAGS="-C target-feature=-crt-static")
   fi
-  [[ $target != *-apple-darwin ]] || flags=(SDKROOT="$macos_sdk")
+  case $target in
+    # rustc's own floors (maturin names the wheels with them); zig would
+    # take its newest macOS.
+    x86_64-apple-darwin) flags=(SDKROOT="$macos_sdk" MACOSX_DEPLOYMENT_TARGET=10.12) ;;
+    aarch64-apple-darwin) flags=(SDKROOT="$macos_sdk" MACOSX_DEPLOYMENT_TARGET=11.0) ;;
+  esac
   add_target "$target"
   env "${flags[@]}" CARGO_TARGET_DIR="$dir" PATH="$venv/bin:$PATH" cargo zigbuild --locked --release \
     "${features[@]}" --target "$(zig_target "$target")" "$@"

@@ -130,5 +130,5 @@ pub use static_worker::StaticAuthority;
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
     DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, SCHEMES, Scope, Target, TlsFiles,
-    default_file_path, parse as parse_url, trailing_ordinal,
+    default_file_path, parse as parse_url, redact, trailing_ordinal,
 };

@@ -90,7 +90,7 @@ pub const ID_SERVICE_NAME: &str = "grantid.v1.IdGeneratorService";
 pub const GRANT_SERVICE_NAME: &str = "grantid.v1.GrantService";
 
 /// What one server runs with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     /// Where to listen for gRPC.
     pub listen: SocketAddr,
@@ -123,6 +123,43 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// The bearer tokens every call but health's must carry; needs `tls`.
     pub token_file: Option<std::path::PathBuf>,
+}
+
+/// Shows the authority URL redacted (`grantid_authority::redact`): it may
+/// carry a password.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Config {
+            listen,
+            authority,
+            authority_sessions,
+            namespace,
+            layout,
+            metrics,
+            drain_delay,
+            drain_timeout,
+            startup_timeout,
+            grant_duration_ms,
+            horizon_ms,
+            tls,
+            token_file,
+        } = self;
+        f.debug_struct("Config")
+            .field("listen", listen)
+            .field("authority", &grantid_authority::redact(authority))
+            .field("authority_sessions", authority_sessions)
+            .field("namespace", namespace)
+            .field("layout", layout)
+            .field("metrics", metrics)
+            .field("drain_delay", drain_delay)
+            .field("drain_timeout", drain_timeout)
+            .field("startup_timeout", startup_timeout)
+            .field("grant_duration_ms", grant_duration_ms)
+            .field("horizon_ms", horizon_ms)
+            .field("tls", tls)
+            .field("token_file", token_file)
+            .finish()
+    }
 }
 
 impl Config {
@@ -554,5 +591,27 @@ async fn watch_health(state: Arc<State>, reporter: HealthReporter, stop: watch::
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configs_debug_shows_no_password() {
+        let config = Config::new(
+            "127.0.0.1:0".parse().unwrap(),
+            "postgres://app:s3cret@db.internal/ids?sslkey=/keys/client.key",
+            "orders",
+        );
+        let shown = format!("{config:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(!shown.contains("client.key"), "{shown}");
+        assert!(
+            shown.contains("postgres://app:***@db.internal/ids"),
+            "{shown}"
+        );
+        assert!(shown.contains("namespace: \"orders\""), "{shown}");
     }
 }

@@ -14,7 +14,7 @@
 # scripts/platforms.d/), every cross build linked by zig:
 #
 #   wheels     manylinux2014 x86_64 and aarch64, musllinux_1_2 x86_64 and
-#              aarch64, macOS x86_64 (10.12+) and arm64 (11.0+)
+#              aarch64, macOS x86_64 (10.14+) and arm64 (11.0+)
 #   npm        linux-x64-gnu, linux-arm64-gnu, linux-x64-musl,
 #              linux-arm64-musl, darwin-x64, darwin-arm64
 #   C, CLI     x86_64 and aarch64, glibc and musl (the CLI's musl builds
@@ -94,8 +94,10 @@ if [ $all = 1 ]; then
   # build machine's glibc (2.34 symbols on Debian 12).
   relink=("$host")
   cross_macos=(x86_64-apple-darwin aarch64-apple-darwin)
-  macos_sdk=$builds/macos-sdk
-  rm -rf "$macos_sdk" && python3 scripts/lib/macos/frameworks.py "$macos_sdk"
+  # (named by what the stubs are written from: a changed list is a new
+  # SDKROOT, which rebuilds and links the macOS builds again)
+  macos_sdk=$builds/macos-sdk-$(cat scripts/lib/macos/frameworks.py scripts/lib/macos/imports.txt | sha256sum | cut -c1-12)
+  rm -rf "$builds"/macos-sdk* && python3 scripts/lib/macos/frameworks.py "$macos_sdk"
 else
   cross_linux=()
   relink=()
@@ -125,6 +127,16 @@ musl_libc() {
     patchelf --replace-needed libc.so "libc.musl-${1%%-*}.so.1" "$2"
   fi
 }
+# The oldest macOS each macOS build runs on (maturin names the wheels by
+# it; zig would take its newest). x86_64: 10.14, for security-framework's
+# default `OSX_10_14` (rustls-native-certs): its names are missing on
+# older ones. arm64: 11.0, the first.
+macos_floor() {
+  case $1 in
+    x86_64-apple-darwin) echo 10.14 ;;
+    aarch64-apple-darwin) echo 11.0 ;;
+  esac
+}
 # cross_build TARGET static|dynamic CARGO-ARGS...: a release build for
 # TARGET, linked by zig (cargo zigbuild); sets cross_out to its output
 # folder. A `dynamic` build (the Node addon, the C shared library) of a
@@ -138,12 +150,7 @@ cross_build() {
     dir=$builds/cross-dynamic
     flags=(RUSTFLAGS="-C target-feature=-crt-static")
   fi
-  case $target in
-    # rustc's own floors (maturin names the wheels with them); zig would
-    # take its newest macOS.
-    x86_64-apple-darwin) flags=(SDKROOT="$macos_sdk" MACOSX_DEPLOYMENT_TARGET=10.12) ;;
-    aarch64-apple-darwin) flags=(SDKROOT="$macos_sdk" MACOSX_DEPLOYMENT_TARGET=11.0) ;;
-  esac
+  [[ $target != *-apple-darwin ]] || flags=(SDKROOT="$macos_sdk" MACOSX_DEPLOYMENT_TARGET="$(macos_floor "$target")")
   add_target "$target"
   env "${flags[@]}" CARGO_TARGET_DIR="$dir" PATH="$venv/bin:$PATH" cargo zigbuild --locked --release \
     "${features[@]}" --target "$(zig_target "$target")" "$@"
@@ -255,7 +262,8 @@ done
 for target in "${cross_macos[@]}"; do
   step "Python wheel for $target (maturin --zig, framework stubs)"
   add_target "$target"
-  SDKROOT=$macos_sdk CARGO_TARGET_DIR=$builds/python PATH="$venv/bin:$PATH" maturin build --locked --release --zig \
+  SDKROOT=$macos_sdk MACOSX_DEPLOYMENT_TARGET=$(macos_floor "$target") CARGO_TARGET_DIR=$builds/python \
+    PATH="$venv/bin:$PATH" maturin build --locked --release --zig \
     "${features[@]}" --target "$target" -m bindings-python/Cargo.toml -o "$dist"
 done
 

@@ -19,14 +19,18 @@ For each macOS wheel and npm platform package (LLVM_BIN: the folder of
 llvm-objdump and llvm-nm, rustup's llvm-tools), the Mach-O file it ships
 is read as delocate and dyld would:
 
-7. a Mach-O dynamic library of the architecture its name says, for a macOS
-   no newer than its tag (wheels) or rustc's floor (npm: 10.12 x86_64, 11.0
-   arm64), with no debug info, and signed (arm64 runs signed code only);
+7. a Mach-O dynamic library for macOS, of the architecture its name says,
+   for a macOS no newer than its tag (wheels) or package.sh's floor (npm:
+   10.14 x86_64, 11.0 arm64), with no debug info, and signed (arm64 runs
+   signed code only);
 8. it exports its entry point (`PyInit__grantid`, `napi_register_module_v1`);
 9. every library it loads is part of macOS (/usr/lib/ or
    /System/Library/Frameworks/), and every name it imports is bound to one
-   of them, except the host's own API (Python's `Py*`, Node's `napi_*`),
-   which the interpreter provides;
+   of those libraries (dyld refuses a name bound to none), except the
+   host's own API (Python's `Py*`, Node's `napi_*` and `node_api_*`), which
+   the interpreter provides. Which framework really exports a name, and
+   from which macOS on, is the stubs' rule (scripts/lib/macos/) and the
+   floor's, not checked here;
 10. a wheel and an npm platform package for each of x86_64 and arm64.
 
 Prints one Markdown row per artifact (name, platform, size, glibc floor,
@@ -115,7 +119,8 @@ def platform_of(name):
 
 # ---- macOS ------------------------------------------------------------------
 MACHO_ARCH = {"x86_64": "X86_64", "arm64": "ARM64"}
-RUSTC_FLOOR = {"x86_64": (10, 12), "arm64": (11, 0)}
+# package.sh's macos_floor, which names the wheels' tags too.
+NPM_FLOOR = {"x86_64": (10, 14), "arm64": (11, 0)}
 SYSTEM = ("/usr/lib/", "/System/Library/Frameworks/")
 IMPORTS = "scripts/lib/macos/imports.txt"
 
@@ -133,14 +138,19 @@ def check_macho(name, arch, floor, entry, host_api, path):
         problems.append(f"not a {arch} Mach-O library: {kind.group(0) if kind else 'no 64-bit Mach-O header'}")
     if arch == "arm64" and "cmd LC_CODE_SIGNATURE" not in headers:
         problems.append("unsigned: macOS on arm64 loads only signed code (an ad hoc signature will do)")
-    # (LC_BUILD_VERSION's minos; before macOS 10.14, LC_VERSION_MIN_MACOSX)
+    # (LC_BUILD_VERSION's platform and minos; for a floor before macOS
+    # 10.14, LC_VERSION_MIN_MACOSX)
     minos = re.search(
-        r"cmd LC_BUILD_VERSION.*?minos (\d+)\.(\d+)|cmd LC_VERSION_MIN_MACOSX.*?version (\d+)\.(\d+)", headers, re.S
+        r"cmd LC_BUILD_VERSION\n.*?\n\s+platform macos\n.*?\n\s+minos ([\d.]+)"
+        r"|cmd LC_VERSION_MIN_MACOSX\n.*?\n\s+version ([\d.]+)",
+        headers,
     )
-    asks = tuple(int(g) for g in minos.groups() if g is not None) if minos else None
+    asks = tuple(int(x) for x in (minos.group(1) or minos.group(2)).split(".")) if minos else None
     if asks is None or asks > floor:
-        problems.append(f"needs macOS {asks}, above {floor}")
-    loads = re.findall(r"cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT)_DYLIB\n.*?\n\s+name (\S+)", headers)
+        problems.append(f"needs macOS {asks}, above {floor} (or no macOS version at all)")
+    loads = re.findall(
+        r"cmd LC_(?:LOAD|LOAD_WEAK|REEXPORT|LOAD_UPWARD|LAZY_LOAD)_DYLIB\n.*?\n\s+name (\S+)", headers
+    )
     if not loads:
         problems.append("loads no library")
     problems += [f"loads {lib}, not part of macOS" for lib in loads if not lib.startswith(SYSTEM)]
@@ -150,11 +160,16 @@ def check_macho(name, arch, floor, entry, host_api, path):
     exports = llvm("llvm-nm", "--extern-only", "--defined-only", "--just-symbol-name", str(path)).split()
     if "_" + entry not in exports:
         problems.append(f"does not export {entry}")
-    unbound = [
-        line.split()[-1]
-        for line in llvm("llvm-nm", "-m", "--undefined-only", str(path)).splitlines()
-        if "(from " not in line and not line.split()[-1].startswith(host_api)
-    ]
+    # llvm-nm names a bound import's library by its short name:
+    # /usr/lib/libSystem.B.dylib is `(from libSystem)`, a framework its name.
+    short = {re.sub(r"(\.[A-Za-z0-9]+)*\.dylib$", "", lib.rsplit("/", 1)[-1]) for lib in loads}
+    unbound = []
+    for line in llvm("llvm-nm", "-m", "--undefined-only", str(path)).splitlines():
+        imported = re.search(r"external (\S+)(?: \(from (.+)\))?", line)
+        if imported is None:
+            problems.append(f"llvm-nm line not understood: {line!r}")
+        elif imported.group(2) not in short and not imported.group(1).startswith(host_api):
+            unbound.append(imported.group(1) + (f" (from {imported.group(2)})" if imported.group(2) else ""))
     if unbound:
         problems.append(
             f"{len(unbound)} imports bound to no library (dyld would refuse to load it): add them to {IMPORTS}: "
@@ -182,7 +197,7 @@ def macos_npm(art, tmp):
         member = next(m for m in t.getmembers() if m.name.endswith(".node"))
         out = tmp / (art.name + ".node")
         out.write_bytes(t.extractfile(member).read())
-    asks = check_macho(art.name, arch, RUSTC_FLOOR[arch], "napi_register_module_v1", ("_napi_",), out)
+    asks = check_macho(art.name, arch, NPM_FLOOR[arch], "napi_register_module_v1", ("_napi_", "_node_api_"), out)
     rows.append((art.name, f"{arch} macOS", size(art), asks))
 
 

@@ -23,13 +23,18 @@ from pathlib import Path
 # Framework -> the prefixes of the names it exports (Apple's naming).
 FRAMEWORKS = {
     "CoreFoundation": ("_CF", "_kCF", "___CF"),
-    "Security": ("_Sec", "_kSec", "_Authorization", "_CMS", "_kCMS", "_SSL"),
+    "Security": ("_Sec", "_kSec", "_Authorization", "_CMSDecoder", "_CMSEncode", "_kCMS", "_SSL"),
     "SystemConfiguration": ("_SC", "_kSC"),
 }
+# Names these prefixes would misplace: CFNetwork's (a framework of its own,
+# with CF names). Such a name stops the build until it has a rule.
+ELSEWHERE = ("_CFHost", "_CFHTTP", "_CFFTP", "_CFNetwork", "_kCFHTTP", "_kCFFTP", "_kCFStream", "_kCFProxy", "_kCFNetwork")
 TARGETS = "[ x86_64-macos, arm64-macos ]"
 
 
 def framework_of(name):
+    if name.startswith(ELSEWHERE):
+        return None
     for framework, prefixes in FRAMEWORKS.items():
         if name.startswith(prefixes):
             return framework

@@ -125,8 +125,9 @@ pub struct Config {
     pub token_file: Option<std::path::PathBuf>,
 }
 
-/// Shows the authority URL redacted (`grantid_authority::redact`): it may
-/// carry a password.
+/// Shows the authority URL redacted (`grantid_authority::redact`: it may
+/// carry a password) and no token file path, as `TlsFiles` shows no key
+/// path.
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let Config {
@@ -157,7 +158,7 @@ impl std::fmt::Debug for Config {
             .field("grant_duration_ms", grant_duration_ms)
             .field("horizon_ms", horizon_ms)
             .field("tls", tls)
-            .field("token_file", token_file)
+            .field("token_file", &token_file.as_ref().map(|_| "***"))
             .finish()
     }
 }
@@ -600,12 +601,14 @@ mod tests {
 
     #[test]
     fn a_configs_debug_shows_no_password() {
-        let config = Config::new(
+        let mut config = Config::new(
             "127.0.0.1:0".parse().unwrap(),
             "postgres://app:s3cret@db.internal/ids?sslkey=/keys/client.key",
             "orders",
         );
+        config.token_file = Some("/secrets/tokens.txt".into());
         let shown = format!("{config:?}");
+        assert!(!shown.contains("tokens.txt"), "{shown}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(!shown.contains("client.key"), "{shown}");
         assert!(

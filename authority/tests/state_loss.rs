@@ -37,7 +37,7 @@ impl Server {
             }
         };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !common::listening(port) {
             assert!(Instant::now() < deadline, "redis-server did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }

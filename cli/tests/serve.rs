@@ -64,7 +64,11 @@ fn server_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Child {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // (a socket connected to itself, which Linux may make while nothing
+    // listens, is no server)
+    while !TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
+    {
         assert!(Instant::now() < deadline, "the server did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -959,7 +959,11 @@ fn spawn_serve(
         .spawn()
         .map_err(|e| format!("{}: {e}", config.grantid.display()))?;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // (a socket connected to itself, which Linux may make while nothing
+    // listens, is no server)
+    while !std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
+    {
         if let Ok(Some(_)) = child.try_wait() {
             return Ok(None);
         }

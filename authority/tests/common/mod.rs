@@ -101,6 +101,20 @@ pub fn mariadb_cli(url: &str, sql: &str) -> String {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
+/// Whether a server listens on 127.0.0.1:`port`. A connection whose two
+/// ends are one address is no server: with nothing listening, Linux may
+/// pick `port` itself as the ephemeral source port and connect the socket
+/// to itself (TCP simultaneous open), which a readiness loop retrying for
+/// seconds meets now and then.
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|s| is_a_server(&s))
+}
+
+/// Whether `stream` reached another socket (not itself).
+pub fn is_a_server(stream: &std::net::TcpStream) -> bool {
+    matches!((stream.local_addr(), stream.peer_addr()), (Ok(l), Ok(p)) if l != p)
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -373,9 +387,15 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        self.child = Some(child);
+        let child = self.child.insert(child);
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        while !listening(self.port) {
+            if let Some(status) = child.try_wait()? {
+                return Err(std::io::Error::other(format!(
+                    "{} exited ({status}) before it listened on {}",
+                    self.program, self.port
+                )));
+            }
             if Instant::now() > deadline {
                 return Err(std::io::Error::other(format!(
                     "{} did not listen on {}",

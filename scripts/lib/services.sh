@@ -121,8 +121,15 @@ _services_start_postgres() {
     >/dev/null 2>&1 || _services_log "could not declare postgres a new deployment: its first use waits"
 }
 
+# Whether a Redis server answers on 127.0.0.1:$1: PONG, not any reply (a
+# socket Linux connects to itself while nothing listens reads its own PING
+# back).
+_services_redis_pong() {
+  [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]
+}
+
 _services_start_redis() {
-  if [ -n "${_GRANTID_REDIS_PORT:-}" ] && redis-cli -p "$_GRANTID_REDIS_PORT" ping >/dev/null 2>&1; then
+  if [ -n "${_GRANTID_REDIS_PORT:-}" ] && _services_redis_pong "$_GRANTID_REDIS_PORT"; then
     _services_log "redis already running at $GRANTID_TEST_REDIS_URL"
     return 0
   fi
@@ -140,10 +147,10 @@ _services_start_redis() {
   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
     --dir "$dir" --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" >/dev/null || return 1
   for i in $(seq 50); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break
+    _services_redis_pong "$port" && break
     sleep 0.1
   done
-  redis-cli -p "$port" ping >/dev/null 2>&1 || { _services_log "redis did not answer"; return 1; }
+  _services_redis_pong "$port" || { _services_log "redis did not answer"; return 1; }
   # A throwaway server never issued an ID: declare it a new deployment, so
   # its first use needs no state-loss quarantine (what `grantid authority
   # init --new-deployment` records; docs/AUTHORITIES.md, "State loss").

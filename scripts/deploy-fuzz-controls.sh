@@ -4,7 +4,8 @@
 # one fix of a duplicate path, in a scratch copy of the tree; the fuzzer,
 # run on that build's grantid with the engines and case count the patch
 # names (and the fuzzer options it names, such as a --focus), must find
-# repeated IDs. A control it does not catch fails the run.
+# repeated IDs, or a namespace a hostile client stopped. A control it does
+# not catch fails the run.
 #
 #   ./scripts/deploy-fuzz-controls.sh            every control
 #   ./scripts/deploy-fuzz-controls.sh 1 5        the controls whose names start so
@@ -45,8 +46,8 @@ for patch in scripts/deploy-fuzz-controls/*.patch; do
   rc=$?
   set -e
   # (A failing case's line is printed again in the run's summary.)
-  found=$(grep '^case seed=.* repeated=[1-9]' "$scratch/$name.log" | sort -u | wc -l)
-  line="$name: $found of $cases cases repeated IDs ($(( $(date +%s) - start )) s)"
+  found=$(grep -E '^case seed=.* (repeated|stopped)=[1-9]' "$scratch/$name.log" | sort -u | wc -l)
+  line="$name: $found of $cases cases repeated IDs or stopped a namespace ($(( $(date +%s) - start )) s)"
   if [ "$rc" -eq 1 ] && [ "$found" -gt 0 ]; then
     echo "=== $line: caught"
     summary="$summary  caught   $line\n"

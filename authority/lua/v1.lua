@@ -48,7 +48,9 @@
 -- (optional, default 0) is the layout's datacenter split, registered with
 -- the layout. A renewal whose not_before lies beyond the worker's
 -- high-water proves that the store forgot a grant (grantid::forgotten_grant):
--- {"lost", message}, and a quarantine until that grant has ended.
+-- {"lost", message}, and a quarantine until that grant has ended, unless it
+-- lies beyond any grant the store could have made (grantid::evidence_bound:
+-- now + ceil((lead + skew) / tick)): {"lost", message}, and no quarantine.
 -- ARGV[1] = "fence": 3 max_lead_ms, 4 clock_skew_ms, 5 now_ms: a new
 --   quarantine from now (the operator's command after a restore)
 -- ARGV[1] = "new_deployment": 3 now_ms: creates the store hash without a
@@ -225,6 +227,16 @@ if want ~= '' then
   -- says holds the worker now. The quarantine lasts until they have ended
   -- too.
   local whw = tonumber(rec[3] or '0')
+  -- Evidence only within the latest end any grant of the store can have
+  -- (grantid::evidence_bound): beyond it, no holder could send it, and
+  -- nothing starts.
+  local bound = now + math.floor((ns_lead + ns_skew + tick - 1) / tick)
+  if not_before > whw and not_before > bound then
+    return {'lost', string.format('worker %s: a renewal from tick %s is not evidence of a ' ..
+      'lost grant: it is beyond any grant the store could have made (tick %s: the ' ..
+      'authority\'s clock plus max_lead_ms and clock_skew_ms); no quarantine starts, and ' ..
+      'no grant is made', ws_, fmt(not_before), fmt(bound))}
+  end
   if not_before > whw then
     local why = string.format('worker %s: its holder holds grants until tick %s, beyond the ' ..
       'store\'s high-water (tick %s): the store forgot a grant it made (restored from a ' ..

@@ -1,4 +1,4 @@
--- grantid MySQL / MariaDB authority, schema version 4 (version 1; version 2:
+-- grantid MySQL / MariaDB authority, schema version 5 (version 1; version 2:
 -- each namespace records its datacenter split and the largest max_lead_ms
 -- and clock_skew_ms it was used with, and a renewal beyond the worker's
 -- high-water starts a quarantine; version 3: the server's identity is
@@ -6,7 +6,9 @@
 -- hash of the host's MAC address that changes when a container restarts,
 -- and a multi-primary server (a Galera node, a Group Replication group in
 -- multi-primary mode) is refused; version 4: a renewal beyond the worker's
--- high-water quarantines whoever the store says holds the worker): the
+-- high-water quarantines whoever the store says holds the worker; version 5:
+-- only within grantid::evidence_bound, the latest end of a grant the store
+-- could have made, and a claim beyond it starts no quarantine): the
 -- allocation rule
 -- of docs/DESIGN.md section 2, the same as grantid.acquire in v1.sql
 -- (PostgreSQL) and authority/lua/v1.lua (Redis), as stored procedures on
@@ -475,6 +477,19 @@ BEGIN
             -- high-water, so the database lost a grant it made (a restore its
             -- identity does not show), whoever it says holds the worker now.
             -- The quarantine lasts until they have ended too.
+            IF p_not_before > w_hw
+               AND p_not_before > v_now + (n_lead + n_skew + p_tick_ms - 1) DIV p_tick_ms THEN
+                -- Beyond the latest end any grant of the store can have
+                -- (grantid::evidence_bound): no holder could send it, and
+                -- nothing starts.
+                SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
+                    ': a renewal from tick ', p_not_before, ' is not evidence of a lost ',
+                    'grant: it is beyond any grant the store could have made (tick ',
+                    v_now + (n_lead + n_skew + p_tick_ms - 1) DIV p_tick_ms, ': the ',
+                    'authority''s clock plus max_lead_ms and clock_skew_ms); no quarantine ',
+                    'starts, and no grant is made');
+                LEAVE body;
+            END IF;
             IF p_not_before > w_hw THEN
                 SET v_status = 'lost', v_message = CONCAT('worker ', p_worker,
                     ': its holder holds grants until tick ', p_not_before,
@@ -622,4 +637,4 @@ END //
 
 DELIMITER ;
 
-INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4);
+INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4), (5);

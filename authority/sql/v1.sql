@@ -1,11 +1,13 @@
--- grantid PostgreSQL authority, schema version 6 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 7 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
 -- worker-choice rule; version 3: state-loss quarantine and bounded lead,
 -- docs/AUTHORITIES.md "State loss"; version 4: a renewal during a
 -- quarantine is 'lost'; version 5: each namespace records its datacenter
 -- split and the largest max_lead_ms and clock_skew_ms it was used with,
 -- and a renewal beyond the worker's high-water starts a quarantine;
--- version 6: it does so whoever the store says holds the worker). The
+-- version 6: it does so whoever the store says holds the worker; version 7:
+-- only within grantid::evidence_bound, the latest end of a grant the store
+-- could have made, and a claim beyond it starts no quarantine). The
 -- signatures of version 1's functions are unchanged; grantid.acquire has a
 -- 14-argument form beside them (the split).
 --
@@ -250,6 +252,7 @@ DECLARE
     v_end    bigint;
     v_fence  bigint;
     v_cand   bigint;
+    v_bound  bigint;
     v_gate   text;
     v_ms     bigint;
     v_lead   bigint := grantid.setting_ms('grantid.max_lead_ms', 7000);
@@ -358,6 +361,18 @@ BEGIN
         -- so the database lost a grant it made (a restore its identity does
         -- not show), whoever the database says holds the worker now.
         IF p_not_before > w.high_water THEN
+            -- Evidence only within the latest end any grant of the store
+            -- can have (grantid::evidence_bound): beyond it, no holder
+            -- could send it, and nothing starts.
+            v_bound := v_now + (ns.max_lead_ms + ns.clock_skew_ms + p_tick_ms - 1) / p_tick_ms;
+            IF p_not_before > v_bound THEN
+                RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
+                    NULL::bigint, format('worker %s: a renewal from tick %s is not evidence of '
+                    'a lost grant: it is beyond any grant the store could have made (tick %s: '
+                    'the authority''s clock plus max_lead_ms and clock_skew_ms); no quarantine '
+                    'starts, and no grant is made', p_worker, p_not_before, v_bound);
+                RETURN;
+            END IF;
             v_gate := format('worker %s: its holder holds grants until tick %s, beyond the '
                 'store''s high-water (tick %s): the store forgot a grant it made (restored '
                 'from a backup or a snapshot?); stop issuing from them and acquire again',
@@ -511,4 +526,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5), (6) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5), (6), (7) ON CONFLICT DO NOTHING;

@@ -190,6 +190,18 @@ impl Authority for Datacenter {
     fn limits(&self) -> Result<Vec<String>, Error> {
         self.inner.limits()
     }
+
+    fn worker_status(&self, namespace: &str, worker: u32) -> Result<Option<WorkerStatus>, Error> {
+        self.inner.worker_status(namespace, worker)
+    }
+
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        self.inner.quarantine()
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        self.inner.lift_quarantine()
+    }
 }
 
 #[cfg(test)]
@@ -250,6 +262,26 @@ mod tests {
         fn limits(&self) -> Result<Vec<String>, Error> {
             Ok(vec!["a limit".into()])
         }
+        fn worker_status(
+            &self,
+            namespace: &str,
+            worker: u32,
+        ) -> Result<Option<WorkerStatus>, Error> {
+            Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("worker {worker} of {namespace}"),
+            ))
+        }
+        fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+            Ok(Some(grantid::rule::Quarantine {
+                until_ms: 9,
+                since_ms: 8,
+                reason: "marked".into(),
+            }))
+        }
+        fn lift_quarantine(&self) -> Result<String, Error> {
+            Ok("lifted".into())
+        }
     }
 
     #[test]
@@ -287,5 +319,11 @@ mod tests {
         assert_eq!(dc.init_new_deployment().unwrap(), "new deployment");
         assert_eq!(dc.fence().unwrap(), "fenced");
         assert_eq!(dc.limits().unwrap(), ["a limit"]);
+        assert_eq!(
+            dc.worker_status("ns", 4).unwrap_err().message(),
+            "worker 4 of ns"
+        );
+        assert_eq!(dc.quarantine().unwrap().unwrap().reason, "marked");
+        assert_eq!(dc.lift_quarantine().unwrap(), "lifted");
     }
 }

@@ -77,6 +77,14 @@ pub trait Authority: GrantSource {
     /// Every worker record (of `namespace`, or of all namespaces).
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error>;
 
+    /// The record of one worker of `namespace`, if it has one.
+    fn worker_status(&self, namespace: &str, worker: u32) -> Result<Option<WorkerStatus>, Error> {
+        Ok(self
+            .status(Some(namespace))?
+            .into_iter()
+            .find(|w| w.worker == worker))
+    }
+
     /// Like [`Authority::init`], and declares the store new: if it holds no
     /// grantid state yet, it is created without the quarantine a store
     /// that may have lost state gets (the operator promises that no ID was
@@ -96,6 +104,27 @@ pub trait Authority: GrantSource {
         ))
     }
 
+    /// The store's quarantine as it records it (its end, when the latest
+    /// one started, why), or `None` when it records none. A namespace used
+    /// with a longer lead or skew waits until
+    /// [`Quarantine::until_for`](grantid::rule::Quarantine::until_for).
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        Ok(None)
+    }
+
+    /// Ends the store's quarantine now (`grantid authority lift-quarantine`):
+    /// grants are made again at once. Only for an operator who has checked
+    /// that no process still issues from a grant made before what started
+    /// it (docs/AUTHORITIES.md, "Lifting a quarantine"): a live holder whose
+    /// grants the store forgot would share IDs with the next grant of its
+    /// worker. Returns a one-line description, with the quarantine lifted.
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        Err(Error::new(
+            grantid::ErrorKind::InvalidArgument,
+            "this authority has no quarantine to lift (see docs/AUTHORITIES.md, \"State loss\")",
+        ))
+    }
+
     /// What this store's state-loss detection cannot check as configured,
     /// one sentence each for the operator (`grantid authority init` and
     /// `status` print them): e.g. a PostgreSQL role that may not read
@@ -103,4 +132,30 @@ pub trait Authority: GrantSource {
     fn limits(&self) -> Result<Vec<String>, Error> {
         Ok(Vec::new())
     }
+}
+
+/// The line `lift_quarantine` reports: what was lifted, or that nothing was.
+#[cfg(any(
+    feature = "file",
+    feature = "static",
+    feature = "postgres",
+    feature = "redis",
+    feature = "mysql",
+    feature = "etcd"
+))]
+pub(crate) fn lifted(store: &str, was: Option<&grantid::rule::Quarantine>, now_ms: u64) -> String {
+    match was {
+        Some(q) if q.until_ms > now_ms || q.since_ms > 0 => format!(
+            "{store}: quarantine lifted (it ran until Unix ms {}, since Unix ms {}: {}); grants \
+             are made again",
+            q.until_ms, q.since_ms, q.reason
+        ),
+        _ => format!("{store}: no quarantine was running; nothing changed"),
+    }
+}
+
+/// The host's clock, Unix ms.
+#[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
+pub(crate) fn system_ms() -> u64 {
+    grantid::Clock::now_ms(&grantid::SystemClock)
 }

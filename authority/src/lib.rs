@@ -94,39 +94,26 @@ mod sidecar;
 mod tls;
 mod url;
 
-#[cfg(feature = "etcd")]
-mod etcd;
-#[cfg(feature = "file")]
-mod file;
-#[cfg(feature = "grpc")]
-mod grpc;
-#[cfg(feature = "mysql")]
-mod mysql;
-#[cfg(feature = "postgres")]
-mod pg;
-#[cfg(feature = "redis")]
-mod redis_backend;
-#[cfg(feature = "static")]
-mod static_worker;
+mod engines;
 
 #[cfg(feature = "etcd")]
-pub use etcd::EtcdAuthority;
+pub use engines::etcd::EtcdAuthority;
 #[cfg(feature = "file")]
-pub use file::FileAuthority;
+pub use engines::file::FileAuthority;
 #[cfg(feature = "grpc")]
-pub use grpc::GrpcAuthority;
+pub use engines::grpc::GrpcAuthority;
+#[cfg(feature = "mysql")]
+pub use engines::mysql::{MYSQL_SQL_V1, MysqlAuthority};
+#[cfg(feature = "postgres")]
+pub use engines::postgres::{PgAuthority, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION, SQL_V1};
+#[cfg(feature = "redis")]
+pub use engines::redis::{LUA_V1, RedisAuthority};
+#[cfg(feature = "static")]
+pub use engines::static_worker::StaticAuthority;
 pub use kernel::{Authority, WorkerStatus};
 #[cfg(any(feature = "file", feature = "static"))]
 pub use local::sidecar_path;
-#[cfg(feature = "mysql")]
-pub use mysql::{MYSQL_SQL_V1, MysqlAuthority};
-#[cfg(feature = "postgres")]
-pub use pg::{PgAuthority, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION, SQL_V1};
-#[cfg(feature = "redis")]
-pub use redis_backend::{LUA_V1, RedisAuthority};
-pub use registry::{DEFAULT_URL, default_url, from_url, open, open_sessions};
-#[cfg(feature = "static")]
-pub use static_worker::StaticAuthority;
+pub use registry::{DEFAULT_URL, default_url, from_url, from_url_in, open, open_sessions};
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
     DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, SCHEMES, Scope, Target, TlsFiles,

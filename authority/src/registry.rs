@@ -23,8 +23,13 @@ pub fn default_url() -> String {
 /// backend grants only the workers of datacenter N (docs/AUTHORITIES.md,
 /// "Regions").
 pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
+    open_in(url, None)
+}
+
+/// [`open`], restricted to `datacenter` when the URL names none.
+fn open_in(url: &str, datacenter: Option<u32>) -> Result<Box<dyn Authority>, Error> {
     let parsed = url::parse(url)?;
-    let datacenter = parsed.options.datacenter;
+    let datacenter = parsed.options.datacenter.or(datacenter);
     Ok(datacenter::restrict(open_backend(url, parsed)?, datacenter))
 }
 
@@ -34,28 +39,36 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
     let options = parsed.options;
     match parsed.target {
         #[cfg(feature = "file")]
-        Target::File(path) => Ok(Box::new(crate::file::FileAuthority::new(path, options))),
+        Target::File(path) => Ok(Box::new(crate::engines::file::FileAuthority::new(
+            path, options,
+        ))),
         #[cfg(feature = "static")]
         Target::Static { worker, state } => Ok(Box::new(
-            crate::static_worker::StaticAuthority::new(worker, state, options),
+            crate::engines::static_worker::StaticAuthority::new(worker, state, options),
         )),
         #[cfg(feature = "postgres")]
-        Target::Postgres(u) => Ok(Box::new(crate::pg::PgAuthority::new(&u, options)?)),
+        Target::Postgres(u) => Ok(Box::new(crate::engines::postgres::PgAuthority::new(
+            &u, options,
+        )?)),
         #[cfg(feature = "redis")]
-        Target::Redis(u) => Ok(Box::new(crate::redis_backend::RedisAuthority::new(
+        Target::Redis(u) => Ok(Box::new(crate::engines::redis::RedisAuthority::new(
             &u, options,
         )?)),
         #[cfg(feature = "grpc")]
-        Target::Grpc(addr) => Ok(Box::new(crate::grpc::GrpcAuthority::new(&addr, options)?)),
+        Target::Grpc(addr) => Ok(Box::new(crate::engines::grpc::GrpcAuthority::new(
+            &addr, options,
+        )?)),
         #[cfg(feature = "grpc")]
-        Target::Grpcs(spec) => Ok(Box::new(crate::grpc::GrpcAuthority::new_tls(
+        Target::Grpcs(spec) => Ok(Box::new(crate::engines::grpc::GrpcAuthority::new_tls(
             url, &spec, options,
         )?)),
         #[cfg(feature = "mysql")]
-        Target::Mysql(u) => Ok(Box::new(crate::mysql::MysqlAuthority::new(&u, options)?)),
+        Target::Mysql(u) => Ok(Box::new(crate::engines::mysql::MysqlAuthority::new(
+            &u, options,
+        )?)),
         #[cfg(feature = "etcd")]
         target @ (Target::Etcd(_) | Target::Etcds(..)) => Ok(Box::new(
-            crate::etcd::EtcdAuthority::open(url, target, options)?,
+            crate::engines::etcd::EtcdAuthority::open(url, target, options)?,
         )),
         #[cfg(not(feature = "etcd"))]
         Target::Etcd(_) | Target::Etcds(..) => Err(Error::new(
@@ -103,17 +116,17 @@ pub fn open_sessions(url: &str, n: usize) -> Result<Vec<Box<dyn Authority>>, Err
         Target::File(_) | Target::Static { .. } => vec![open_backend(url, parsed)?],
         #[cfg(feature = "etcd")]
         target @ (Target::Etcd(_) | Target::Etcds(..)) => with_siblings(
-            crate::etcd::EtcdAuthority::open(url, target, parsed.options)?,
+            crate::engines::etcd::EtcdAuthority::open(url, target, parsed.options)?,
             n,
-            crate::etcd::EtcdAuthority::sibling,
+            crate::engines::etcd::EtcdAuthority::sibling,
         ),
         // Whether the server was once connected to (a certificate failure
         // is `Refused` only before).
         #[cfg(feature = "mysql")]
         Target::Mysql(u) => with_siblings(
-            crate::mysql::MysqlAuthority::new(&u, parsed.options)?,
+            crate::engines::mysql::MysqlAuthority::new(&u, parsed.options)?,
             n,
-            crate::mysql::MysqlAuthority::sibling,
+            crate::engines::mysql::MysqlAuthority::sibling,
         ),
         // No process-side state beyond the connection.
         _ => (0..n.max(1))
@@ -141,6 +154,14 @@ fn with_siblings<A: Authority + 'static>(
 /// Opens the authority named by `url` as a [`GrantSource`]: the entry point
 /// every binding uses. See [`open`].
 pub fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
-    let authority: Box<dyn GrantSource> = open(url)?;
+    from_url_in(url, None)
+}
+
+/// As [`from_url`], for a generator that runs in `datacenter`: a URL
+/// without `datacenter=N` grants that datacenter's workers, as if it said
+/// `datacenter=N` (docs/AUTHORITIES.md, "Regions"); a URL that names one
+/// grants its own (the generator refuses a disagreement at start).
+pub fn from_url_in(url: &str, datacenter: Option<u32>) -> Result<Box<dyn GrantSource>, Error> {
+    let authority: Box<dyn GrantSource> = open_in(url, datacenter)?;
     Ok(authority)
 }

@@ -23,7 +23,6 @@
 
 use std::path::{Path, PathBuf};
 
-use grantid::GrantError;
 use serde::{Deserialize, Serialize};
 
 use crate::url::Options;
@@ -226,7 +225,13 @@ fn new_id(now_ms: u64) -> u64 {
 
 /// No grant while `mark` is quarantined at `now_ms`: the rule's gate
 /// ([`grantid::rule::gate`]).
-pub(crate) fn gate(mark: &StoreMark, now_ms: u64, renewal: Option<u32>) -> Result<(), GrantError> {
+/// (The file engine's; the static engine gates through the rule.)
+#[cfg_attr(not(feature = "file"), allow(dead_code))]
+pub(crate) fn gate(
+    mark: &StoreMark,
+    now_ms: u64,
+    renewal: Option<u32>,
+) -> Result<(), grantid::GrantError> {
     grantid::rule::gate(
         mark.quarantine_until_ms,
         mark.reason.as_deref().unwrap_or("state loss"),
@@ -257,6 +262,25 @@ pub(crate) fn quarantine(
     mark.quarantine_until_ms
 }
 
+/// The quarantine `mark` records, if any.
+pub(crate) fn recorded(mark: &StoreMark) -> Option<grantid::rule::Quarantine> {
+    (mark.quarantine_until_ms > 0).then(|| grantid::rule::Quarantine {
+        until_ms: mark.quarantine_until_ms,
+        since_ms: 0,
+        reason: mark.reason.clone().unwrap_or_else(|| "state loss".into()),
+    })
+}
+
+/// The operator's lift: no quarantine from now; returns the one lifted.
+pub(crate) fn lift(mark: &mut StoreMark) -> Option<grantid::rule::Quarantine> {
+    let was = recorded(mark);
+    mark.quarantine_until_ms = 0;
+    if let Some(q) = &was {
+        mark.reason = Some(format!("lifted by the operator (was: {})", q.reason));
+    }
+    was
+}
+
 /// The operator's fence: a [`quarantine`] from `now_ms`.
 pub(crate) fn fence(
     mark: &mut StoreMark,
@@ -276,6 +300,7 @@ pub(crate) fn fence(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use grantid::GrantError;
 
     fn sidecar(seen: Option<Record>) -> Sidecar {
         Sidecar { path: None, seen }

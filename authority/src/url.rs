@@ -46,13 +46,13 @@ const GRANTID_OPTIONS: &[&str] = &[
 const REDIS_DRIVER_OPTIONS: &[&str] = &["protocol", "db", "user", "pass"];
 
 /// grantid's TLS options of `rediss://` and `etcds://` (PEM files: the CA,
-/// the client certificate and its key), read by authority/src/redis_backend.rs
-/// and authority/src/etcd.rs.
+/// the client certificate and its key), read by authority/src/engines/redis/mod.rs
+/// and authority/src/engines/etcd/mod.rs.
 pub(crate) const REDIS_TLS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key"];
 
 /// grantid's options of `grpcs://` (PEM files: the CA, the client
 /// certificate and its key; a file holding the bearer token), read by
-/// authority/src/grpc.rs.
+/// authority/src/engines/grpc/mod.rs.
 pub(crate) const GRPCS_OPTIONS: &[&str] = &["tls_ca", "tls_cert", "tls_key", "token_file"];
 
 /// The backend named by a URL; its `Debug` shows the URLs as [`redact`]
@@ -178,7 +178,7 @@ pub struct Options {
     /// `log_max` (Redis): approximate length cap of the grant log stream;
     /// 0 keeps every entry.
     pub log_max: u64,
-    /// `max_lead_ms` (Redis, PostgreSQL, MySQL, etcd): no grant ends more than this after the
+    /// `max_lead_ms` (every engine; `static:` with a state file): no grant ends more than this after the
     /// authority's clock; the quarantine after a state loss lasts this long
     /// plus `clock_skew_ms`.
     pub max_lead_ms: u64,

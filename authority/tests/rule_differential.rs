@@ -1,6 +1,8 @@
 //! Every engine against the rule: random sequences of requests (a first
 //! grant, a renewal by the holder or by another incarnation, a renewal
-//! from beyond the worker's high-water (a store that forgot a grant), a
+//! from beyond the worker's high-water (a store that forgot a grant), one
+//! at, just past and far beyond the latest end of any grant the store
+//! could have made (`grantid::evidence_bound`: not evidence past it), a
 //! release, a retry of the same request, the operator's fence, another
 //! layout, a worker outside it; half the sequences start fenced, so a
 //! namespace's first requests get no grant and register it all the same)
@@ -14,7 +16,9 @@
 //! sequences per engine (default 6), `GRANTID_RULE_STEPS=N` makes them N
 //! requests long (default 150).
 //!
-//! The engines: file, PostgreSQL (GRANTID_TEST_POSTGRES_URL), Redis
+//! The engines: file, static with a state file (one worker, no holder
+//! kept: the rule with `Policy::only_worker`, its grants' holders
+//! dropped), PostgreSQL (GRANTID_TEST_POSTGRES_URL), Redis
 //! (GRANTID_TEST_REDIS_URL), MySQL / MariaDB (GRANTID_TEST_MYSQL_URL) and
 //! etcd (GRANTID_TEST_ETCD_URL), on stores of this test alone
 //! (`common::stores`): a quarantine holds a whole store.
@@ -44,7 +48,7 @@ use std::time::Instant;
 use grantid::rule::{self, Decision, Policy, Quarantine, Registered, View, Workers};
 use grantid::{Clock, Grant, GrantError, GrantRequest, Layout, ManualClock};
 use grantid_authority::{
-    Authority, FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority,
+    Authority, FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority, StaticAuthority,
 };
 
 /// xorshift64*: the sequences replay from their seed.
@@ -71,6 +75,9 @@ struct Model {
     answers: HashMap<(u64, u64), Grant>,
     quarantine: Option<Quarantine>,
     policy: Policy,
+    /// A static worker with a state file: one worker, and no holder kept
+    /// (the operator promises one process at a time).
+    holderless: bool,
 }
 
 impl Model {
@@ -84,8 +91,17 @@ impl Model {
                 lease_grace: options.lease_grace_ms.div_ceil(tick_ms),
                 max_lead_ms: Some(options.max_lead_ms),
                 clock_skew_ms: options.clock_skew_ms,
+                only_worker: None,
             },
+            holderless: false,
         }
+    }
+
+    /// The model of `static:N?state=PATH`.
+    fn static_worker(mut self, worker: u32) -> Model {
+        self.policy.only_worker = Some(worker);
+        self.holderless = true;
+        self
     }
 
     /// A quarantine until `until_ms` (or later, if one runs), from `now_ms`.
@@ -115,7 +131,12 @@ impl Model {
                 namespace,
                 ..
             } => {
-                *self.workers.record(grant.worker) = record.clone();
+                let mut record = record.clone();
+                if self.holderless {
+                    record.holder = None;
+                    record.lease_expiry = 0;
+                }
+                *self.workers.record(grant.worker) = record;
                 self.registered = Some(*namespace);
                 self.answers.insert(key, grant.clone());
             }
@@ -171,6 +192,8 @@ fn outcome(r: &Result<Grant, GrantError>) -> String {
     if let Some(after) = message.split("no grant before Unix ms ").nth(1) {
         let until: String = after.chars().take_while(char::is_ascii_digit).collect();
         format!("{kind}: quarantine until Unix ms {until}")
+    } else if message.contains(grantid::NOT_EVIDENCE) {
+        format!("{kind}: not evidence")
     } else if message.contains("forgot a grant") {
         format!("{kind}: a forgotten grant")
     } else {
@@ -185,6 +208,10 @@ fn engine(name: &str, url: &str, options: Options, clock: Arc<dyn Clock>) -> Box
         "file" => {
             let path = url.strip_prefix("file:").expect("a file: URL");
             Box::new(FileAuthority::new(path, options).with_clock(clock))
+        }
+        "static" => {
+            let (worker, path) = static_url(url);
+            Box::new(StaticAuthority::new(worker, Some(path.into()), options).with_clock(clock))
         }
         "postgres" => Box::new(
             PgAuthority::new(url, options)
@@ -209,6 +236,15 @@ fn engine(name: &str, url: &str, options: Options, clock: Arc<dyn Clock>) -> Box
         ),
         _ => unreachable!("no engine {name}"),
     }
+}
+
+/// The worker and state file of a `static:N?state=PATH` URL.
+fn static_url(url: &str) -> (u32, &str) {
+    let (worker, path) = url
+        .strip_prefix("static:")
+        .and_then(|u| u.split_once("?state="))
+        .expect("a static:N?state=PATH URL");
+    (worker.parse().expect("a static worker"), path)
 }
 
 struct Holder {
@@ -256,6 +292,9 @@ fn run(
     let grace = options.lease_grace_ms.div_ceil(tick_ms);
     let authority = engine(name, url, options.clone(), clock.clone());
     let mut model = Model::new(&options, tick_ms);
+    if name == "static" {
+        model = model.static_worker(static_url(url).0);
+    }
 
     let ns = common::namespace("rule-diff");
     let mut holders: Vec<Holder> = Vec::new();
@@ -344,8 +383,22 @@ fn run(
             // store forgot one).
             let i = held[rng.below(held.len() as u64) as usize];
             let last = holders[i].last.clone().unwrap();
+            // The latest end of a grant the store could have made: at it a
+            // claim is evidence, past it (up to the layout's last tick) not.
+            let bound = grantid::evidence_bound(
+                now,
+                Some(options.max_lead_ms),
+                options.clock_skew_ms,
+                tick_ms,
+            )
+            .unwrap();
             let (what, not_before) = match op {
                 58.. => ("renew-ahead", last.end + 1 + rng.below(50)),
+                56 | 57 => match rng.below(3) {
+                    0 => ("renew-at-bound", bound),
+                    1 => ("renew-past-bound", bound + 1),
+                    _ => ("renew-far", layout.timestamp_limit() - 1),
+                },
                 _ if rng.below(8) == 0 => ("renew", 0),
                 _ => ("renew", last.end),
             };
@@ -520,6 +573,11 @@ fn compare(name: &'static str, redis_db: u8) {
 #[test]
 fn file_decides_as_the_rule() {
     compare("file", 0);
+}
+
+#[test]
+fn static_decides_as_the_rule() {
+    compare("static", 0);
 }
 
 #[test]

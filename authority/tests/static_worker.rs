@@ -102,7 +102,11 @@ fn a_second_generator_on_the_same_static_worker_is_refused() {
         panic!("two generators shared static worker 5");
     };
     assert_eq!(e.kind(), ErrorKind::LeaseLost, "{e}");
-    assert!(e.message().contains("held by another generator"), "{e}");
+    assert!(
+        e.message()
+            .contains("static worker 5 is held by incarnation"),
+        "{e}"
+    );
     first.next_id().unwrap();
 }
 
@@ -205,4 +209,25 @@ fn another_layout_is_refused_during_a_quarantine_too() {
     if let Some(sidecar) = grantid_authority::sidecar_path(&state) {
         let _ = std::fs::remove_file(sidecar);
     }
+}
+
+#[test]
+fn two_static_workers_of_one_process_share_the_namespaces_layout() {
+    // Worker 5 registers the namespace; worker 6 of the same process with
+    // another layout is refused, as on every engine (its IDs would be
+    // read in another encoding).
+    let ns = namespace("static-layouts");
+    let first = Generator::builder(layout(), ns.as_str(), from_url("static:5").unwrap())
+        .start()
+        .unwrap();
+    let other = Layout::new(41, 9, 13).unwrap();
+    let second = Generator::builder(other, ns.as_str(), from_url("static:6").unwrap())
+        .startup_timeout(Duration::from_millis(500))
+        .start();
+    let Err(e) = second else {
+        panic!("a second layout on one namespace was granted");
+    };
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("another layout"), "{e}");
+    first.next_id().unwrap();
 }

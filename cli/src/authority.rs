@@ -1,5 +1,5 @@
-//! `grantid authority init|fence|status`: set up, fence and inspect an
-//! authority.
+//! `grantid authority init|fence|lift-quarantine|status`: set up, fence,
+//! lift a quarantine and inspect an authority.
 
 use std::io::Write;
 
@@ -33,7 +33,22 @@ pub enum AuthorityCommand {
         #[arg(long_help = crate::args::authority_help())]
         url: String,
     },
-    /// Lists workers: holder, lease expiry, high-water, fencing token.
+    /// Ends the store's quarantine now: grants are made again at once.
+    ///
+    /// Check first that no process still issues IDs from a grant made
+    /// before what started it: every generator of the store stopped or
+    /// restarted since (their workers show no live lease in `authority
+    /// status`), or the quarantine's cause known to be false (a claim from a
+    /// broken client, a fence run by mistake). A live holder whose grants
+    /// the store forgot would share IDs with the next grant of its worker
+    /// (docs/AUTHORITIES.md, "Lifting a quarantine").
+    LiftQuarantine {
+        /// The authority URL.
+        #[arg(long_help = crate::args::authority_help())]
+        url: String,
+    },
+    /// Lists workers: holder, lease expiry, high-water, fencing token; and
+    /// the store's quarantine, with its cause and end.
     Status {
         /// The authority URL.
         #[arg(long_help = crate::args::authority_help())]
@@ -63,6 +78,10 @@ pub fn run(command: AuthorityCommand) -> Result<(), Failure> {
             new_deployment,
         } => init(&url, new_deployment),
         AuthorityCommand::Fence { url } => fence(&url),
+        AuthorityCommand::LiftQuarantine { url } => {
+            let said = grantid_authority::open(&url)?.lift_quarantine()?;
+            say(&said)
+        }
         AuthorityCommand::Status {
             url,
             namespace,
@@ -114,7 +133,17 @@ fn status(url: &str, namespace: Option<&str>, format: StatusFormat) -> Result<()
     let datacenter = authority.datacenter();
     let now_ms = grantid::SystemClock::now_ns() / 1_000_000;
     let now_ms = u64::try_from(now_ms).unwrap_or(u64::MAX);
+    let quarantine = authority
+        .quarantine()?
+        .and_then(|q| quarantine_line(&q, url, now_ms));
     let mut out = output::stdout();
+    if let Some(line) = &quarantine {
+        // The JSON on stdout stays one array of workers.
+        match format {
+            StatusFormat::Json => eprintln!("note: {line}"),
+            StatusFormat::Table => writeln!(out, "{line}")?,
+        }
+    }
     match format {
         StatusFormat::Json => {
             let rows: Vec<_> = workers
@@ -127,6 +156,26 @@ fn status(url: &str, namespace: Option<&str>, format: StatusFormat) -> Result<()
     }
     out.flush()?;
     Ok(())
+}
+
+/// The quarantine `q` of the store at `url`, if it runs at `now_ms` for a
+/// namespace used with this URL's lead and skew.
+fn quarantine_line(q: &grantid::rule::Quarantine, url: &str, now_ms: u64) -> Option<String> {
+    let options = grantid_authority::parse_url(url).ok()?.options;
+    let until = q.until_for(options.max_lead_ms, options.clock_skew_ms);
+    (until > now_ms).then(|| {
+        let since = match q.since_ms {
+            0 => String::new(),
+            ms => format!(", started {}", time::rfc3339(ms)),
+        };
+        format!(
+            "quarantine until {} (Unix ms {until}, {} s from now{since}; a namespace used with a \
+             longer max_lead_ms or clock_skew_ms waits longer): {}",
+            time::rfc3339(until),
+            (until - now_ms).div_ceil(1000),
+            q.reason
+        )
+    })
 }
 
 /// One worker as JSON. With `datacenter=N` in the URL, `worker` is the

@@ -35,9 +35,9 @@ pub struct NextArgs {
     /// lease waiting for a new worker) before the command fails.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// The datacenter this process runs in (needs --datacenter-bits): a
-    /// grant of another datacenter's worker is refused, and the authority
-    /// URL's datacenter=N, if any, must agree.
+    /// The datacenter this process runs in (needs --datacenter-bits): the
+    /// authority grants this datacenter's workers, as with datacenter=N in
+    /// its URL; a URL's datacenter=N, if any, must agree.
     #[arg(long)]
     pub datacenter: Option<u32>,
     #[command(flatten)]
@@ -52,7 +52,7 @@ pub fn run(a: NextArgs) -> Result<(), Failure> {
         .authority
         .clone()
         .unwrap_or_else(|| grantid_authority::DEFAULT_URL.to_owned());
-    let source = grantid_authority::from_url(&url)?;
+    let source = grantid_authority::from_url_in(&url, a.datacenter)?;
     let timeout = Duration::from_millis(a.timeout_ms);
     let mut builder = Generator::builder(layout, a.namespace.as_str(), source)
         .max_drift_ms(DEFAULT_MAX_DRIFT_MS)

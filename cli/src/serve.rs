@@ -60,6 +60,20 @@ pub struct ServeArgs {
     /// use (TOKEN ns1,ns2); `#` comments. Needs --tls-cert.
     #[arg(long, value_name = "PATH", requires = "tls_cert")]
     pub token_file: Option<PathBuf>,
+    /// Most connections held at once (default: the open-files limit less
+    /// 256, at most 10,000). At the cap the oldest connection without an
+    /// authenticated call is closed; only when all are authenticated is a
+    /// new one refused.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Most connections of one peer (IP address) held at once (default:
+    /// half of --max-connections), under the same rule.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_peer: Option<usize>,
+    /// How long a new connection has to make a call (with --token-file, an
+    /// authenticated one), its TLS handshake included, in ms.
+    #[arg(long, value_name = "MS", default_value_t = grantid_server::FIRST_CALL_TIMEOUT.as_millis() as u64)]
+    pub first_call_timeout_ms: u64,
     #[command(flatten)]
     pub grants: GrantArgs,
     #[command(flatten)]
@@ -102,5 +116,8 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
         _ => None,
     };
     config.token_file = a.token_file;
+    config.max_connections = a.max_connections;
+    config.max_connections_per_peer = a.max_connections_per_peer;
+    config.first_call_timeout = Duration::from_millis(a.first_call_timeout_ms);
     grantid_server::serve(config)
 }

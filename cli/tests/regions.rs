@@ -133,3 +133,39 @@ fn mismatches_are_invalid_arguments() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// The workers `grantid next` issued from, with `args`.
+fn workers_of(args: &[&str]) -> Vec<(u64, u64)> {
+    let out = ok(&grantid()
+        .args(["next", "-n", "3", "-f", "json", "--timeout-ms", "3000"])
+        .args(args)
+        .output()
+        .unwrap());
+    out.lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (
+                v["worker"].as_u64().unwrap(),
+                v["datacenter"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_processs_datacenter_restricts_an_authority_url_without_one() {
+    // A static worker with a split: worker 3 of the whole field, or of
+    // datacenter 1 (35) when the process runs there.
+    let mut with = vec!["-a", "static:3", "--namespace", "regions-static"];
+    with.extend(SPLIT);
+    assert_eq!(workers_of(&with), [(3, 0); 3]);
+    with.extend(["--datacenter", "1"]);
+    assert_eq!(workers_of(&with), [(35, 1); 3]);
+    // Any engine: the file authority grants datacenter 1's workers.
+    let url = state_url("process-datacenter");
+    let mut file = vec!["-a", url.as_str(), "--datacenter", "1"];
+    file.extend(SPLIT);
+    for (worker, datacenter) in workers_of(&file) {
+        assert_eq!((worker >> 5, datacenter), (1, 1));
+    }
+}

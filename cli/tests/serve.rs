@@ -5,35 +5,16 @@
 //! repeats; while the server is down, IDs stop at the end of the committed
 //! grants.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use grantid::{ErrorKind, Generator, Layout};
 
-const BIN: &str = env!("CARGO_BIN_EXE_grantid");
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "grantid-serve-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::{BIN, free_port, scratch, serve_logging_to as server_logging_to};
 
 /// Starts `grantid serve` on `port` with a file authority at `state`, and
 /// waits until it accepts connections.
@@ -50,29 +31,6 @@ fn server_on(port: u16, url: &str) -> Child {
 /// [`server_on`] with more flags of `grantid serve`.
 fn server_with_args(port: u16, url: &str, args: &[&str]) -> Child {
     server_logging_to(port, url, args, Stdio::null())
-}
-
-/// [`server_with_args`] with its log (stderr) to `log`.
-fn server_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Child {
-    let child = Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--authority", url])
-        .args(["--namespace", "server-own"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // (a socket connected to itself, which Linux may make while nothing
-    // listens, is no server)
-    while !TcpStream::connect(("127.0.0.1", port))
-        .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
-    {
-        assert!(Instant::now() < deadline, "the server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
 }
 
 /// Stops the server and removes the test's directory.
@@ -430,21 +388,9 @@ fn a_fork_child_uses_its_own_connection() {
     finish(srv, &dir);
 }
 
-/// The PostgreSQL of the test command, or `None` (a note) to skip; under
-/// `GRANTID_REQUIRE_SERVICES=1` a missing server fails.
+/// The PostgreSQL of the test command, or `None` (a note) to skip.
 fn postgres_url() -> Option<String> {
-    match std::env::var("GRANTID_TEST_POSTGRES_URL") {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            assert_ne!(
-                std::env::var("GRANTID_REQUIRE_SERVICES").as_deref(),
-                Ok("1"),
-                "GRANTID_TEST_POSTGRES_URL is not set and GRANTID_REQUIRE_SERVICES=1"
-            );
-            eprintln!("note: GRANTID_TEST_POSTGRES_URL is not set; skipping");
-            None
-        }
-    }
+    common::service_url("GRANTID_TEST_POSTGRES_URL")
 }
 
 #[test]

@@ -100,6 +100,9 @@ pub use grant::{
 pub use layout::{DEFAULT_EPOCH_MS, Decoded, Layout, parse_id};
 pub use memory::{Allocator, MemoryAuthority, NamespaceRecord};
 pub use public::{PUBLIC_ID_ALPHABET, PUBLIC_ID_KEY_LEN, PUBLIC_ID_TEXT_LEN, PublicIds};
-pub use rule::{FIRST_GRANT_LEAD_MS, WorkerRecord, Workers, forgotten_grant};
+pub use rule::{
+    Claim, FIRST_GRANT_LEAD_MS, NOT_EVIDENCE, WorkerRecord, Workers, evidence_bound,
+    forgotten_grant,
+};
 pub use state::{ForkPolicy, LeaseLostEvent};
 pub use stats::Stats;

@@ -96,6 +96,7 @@ impl Allocator {
             lease_grace: self.lease_grace,
             max_lead_ms: self.max_lead_ms,
             clock_skew_ms: 0,
+            only_worker: None,
         };
         let now_ms = request.layout.unix_ms_of(now);
         let decision = rule::decide(&view, request, &policy, now_ms, now);

@@ -20,9 +20,12 @@
 //!    renewal `Lost`; then a worker outside the layout is `Refused`;
 //! 4. a renewal of a worker another incarnation holds is `Lost`, and one
 //!    beyond the worker's high-water ([`forgotten_grant`]) is `Lost` with a
-//!    quarantine to start;
-//! 5. a first grant takes a worker by "Which worker" ([`pick_worker`]), and
-//!    none when every free one is more than [`FIRST_GRANT_LEAD_MS`] ahead;
+//!    quarantine to start, unless it is beyond any grant the store could
+//!    have made ([`evidence_bound`]): then it is `Lost` and starts none;
+//! 5. a first grant takes a worker by "Which worker" ([`pick_worker`]), or
+//!    the authority's only one ([`Policy::only_worker`]) unless another
+//!    incarnation holds it; none when every free one is more than
+//!    [`FIRST_GRANT_LEAD_MS`] ahead;
 //! 6. the grant: `start = max(high_water, now, not_before)`, its end capped
 //!    at the timestamp field and at `now + max_lead_ms`; the worker's new
 //!    record and the namespace's record to write with it.
@@ -190,6 +193,11 @@ pub struct Policy {
     pub max_lead_ms: Option<u64>,
     /// The clock-skew allowance every quarantine adds, in ms.
     pub clock_skew_ms: u64,
+    /// The one worker an authority grants, when it grants only one (a
+    /// static worker, `static:N`): a first grant takes it or none, and a
+    /// renewal of another worker is `Refused`. `None`: every worker of the
+    /// layout.
+    pub only_worker: Option<u32>,
 }
 
 /// One namespace's state as read for a request.
@@ -253,22 +261,59 @@ impl Decision {
     }
 }
 
+/// The latest tick at which a grant the store made can end, at authority
+/// time `now` (ticks): no grant ends more than the namespace's longest
+/// `lead_ms` after the clock that granted it, and that clock was at most
+/// `skew_ms` ahead of this one (docs/AUTHORITIES.md, "State loss"). `None`
+/// when the lead is unbounded. Every engine bounds a renewal's evidence
+/// with it: `now + ceil((lead_ms + skew_ms) / tick_ms)`.
+pub fn evidence_bound(now: u64, lead_ms: Option<u64>, skew_ms: u64, tick_ms: u64) -> Option<u64> {
+    lead_ms.map(|lead| now.saturating_add(lead.saturating_add(skew_ms).div_ceil(tick_ms.max(1))))
+}
+
+/// The words every engine's answer to a claim beyond [`evidence_bound`]
+/// contains, so a server or a log search can tell it from any other `Lost`.
+pub const NOT_EVIDENCE: &str = "not evidence of a lost grant";
+
+/// What a renewal's `not_before` says about the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Within the worker's high-water: the store forgot nothing.
+    Consistent,
+    /// Beyond the high-water and within [`evidence_bound`]: the store lost a
+    /// grant it made. The answer is `Lost`, and a store that keeps a
+    /// quarantine starts one until the holder's grants have ended.
+    Forgotten(String),
+    /// Beyond [`evidence_bound`]: no holder of a grant of this store could
+    /// send it (a hostile or broken caller). The answer is `Lost`, and no
+    /// quarantine starts.
+    Impossible(String),
+}
+
 /// The forgotten-grant check, on every engine (docs/AUTHORITIES.md,
 /// "State loss"): a renewal's `not_before` is the end of the grants its
 /// holder holds, which is the worker's high-water in a store that forgot
 /// nothing. Beyond the store's high-water, it proves that the store lost a
 /// grant it made (restored from a backup or a snapshot that its identity
-/// checks cannot tell apart). `Some(why)` then: the answer is `Lost`, and
-/// a store that keeps a quarantine starts one until the holder's grants
-/// have ended (`not_before`, plus the clock-skew allowance).
-pub fn forgotten_grant(worker: u32, not_before: u64, high_water: u64) -> Option<String> {
-    (not_before > high_water).then(|| {
-        format!(
-            "worker {worker}: its holder holds grants until tick {not_before}, beyond the store's \
-             high-water (tick {high_water}): the store forgot a grant it made (restored from a \
-             backup or a snapshot?); stop issuing from them and acquire again"
-        )
-    })
+/// checks cannot tell apart), unless it is beyond `bound`
+/// ([`evidence_bound`]), the latest end of any grant the store could have
+/// made.
+pub fn forgotten_grant(worker: u32, not_before: u64, high_water: u64, bound: Option<u64>) -> Claim {
+    if not_before <= high_water {
+        return Claim::Consistent;
+    }
+    if let Some(bound) = bound.filter(|b| not_before > *b) {
+        return Claim::Impossible(format!(
+            "worker {worker}: a renewal from tick {not_before} is {NOT_EVIDENCE}: it is beyond \
+             any grant the store could have made (tick {bound}: the authority's clock plus \
+             max_lead_ms and clock_skew_ms); no quarantine starts, and no grant is made"
+        ));
+    }
+    Claim::Forgotten(format!(
+        "worker {worker}: its holder holds grants until tick {not_before}, beyond the store's \
+         high-water (tick {high_water}): the store forgot a grant it made (restored from a \
+         backup or a snapshot?); stop issuing from them and acquire again"
+    ))
 }
 
 /// The quarantine gate: no grant before `until_ms`. At `now_ms` before
@@ -412,6 +457,19 @@ fn decide_registered(
         return refuse(e);
     }
     let count = layout.worker_count();
+    if let Some(only) = policy.only_worker {
+        if u64::from(only) >= count {
+            return refuse(GrantError::Refused(format!(
+                "static worker {only} does not fit in the layout's {} worker bits",
+                layout.worker_bits()
+            )));
+        }
+        if let Some(w) = request.worker.filter(|w| *w != only) {
+            return refuse(GrantError::Refused(format!(
+                "this authority only grants static worker {only}, not {w}"
+            )));
+        }
+    }
     let worker = match request.worker {
         Some(w) => {
             if u64::from(w) >= count {
@@ -423,19 +481,29 @@ fn decide_registered(
             // The forgotten-grant check comes first: grants beyond the
             // high-water are evidence of a loss whoever the store says holds
             // the worker (a restored copy may name another holder).
-            if let Some(why) = forgotten_grant(w, request.not_before, rec.high_water) {
-                // Until the holder's grants have ended, and at least the
-                // namespace's lead, plus the skew.
-                let evidence_ms =
-                    layout.unix_ms_of(request.not_before.min(layout.timestamp_limit()));
-                let until = evidence_ms
-                    .max(now_ms.saturating_add(ns_lead))
-                    .saturating_add(ns_skew);
-                return Decision::Answer {
-                    error: GrantError::Lost(why.clone()),
-                    quarantine: Some((until, why)),
-                    namespace: None,
-                };
+            let bound = evidence_bound(
+                now,
+                policy.max_lead_ms.map(|_| ns_lead),
+                ns_skew,
+                layout.tick_ms(),
+            );
+            match forgotten_grant(w, request.not_before, rec.high_water, bound) {
+                Claim::Consistent => {}
+                Claim::Impossible(why) => return refuse(GrantError::Lost(why)),
+                Claim::Forgotten(why) => {
+                    // Until the holder's grants have ended, and at least the
+                    // namespace's lead, plus the skew.
+                    let evidence_ms =
+                        layout.unix_ms_of(request.not_before.min(layout.timestamp_limit()));
+                    let until = evidence_ms
+                        .max(now_ms.saturating_add(ns_lead))
+                        .saturating_add(ns_skew);
+                    return Decision::Answer {
+                        error: GrantError::Lost(why.clone()),
+                        quarantine: Some((until, why)),
+                        namespace: None,
+                    };
+                }
             }
             if let Some(h) = rec.holder
                 && h != request.incarnation
@@ -449,7 +517,23 @@ fn decide_registered(
             w
         }
         None => {
-            let Some(w) = pick_worker(view.workers, namespace.next_unused, count, now) else {
+            let picked = match policy.only_worker {
+                Some(only) => {
+                    let rec = &view.workers[only as usize];
+                    if let Some(h) = rec.holder
+                        && h != request.incarnation
+                        && rec.lease_expiry > now
+                    {
+                        return refuse(GrantError::Lost(format!(
+                            "static worker {only} is held by incarnation {h:#x} until tick {}",
+                            rec.lease_expiry
+                        )));
+                    }
+                    Some(only)
+                }
+                None => pick_worker(view.workers, namespace.next_unused, count, now),
+            };
+            let Some(w) = picked else {
                 return refuse(GrantError::Lost(format!(
                     "no free worker among the namespace's {count} workers"
                 )));
@@ -689,6 +773,65 @@ mod tests {
         };
         let r = decide(&view, &other, &policy, 9_000, 100).answer();
         assert!(matches!(r, Err(GrantError::Refused(ref m)) if m.contains("another layout")));
+    }
+
+    /// A renewal beyond the worker's high-water starts a quarantine only
+    /// while a grant of the store could end there: at the bound, not one
+    /// tick past it, nor at the layout's last tick.
+    #[test]
+    fn evidence_of_a_lost_grant_is_bounded() {
+        let workers = Workers::default();
+        let view = View {
+            registered: None,
+            workers: &workers,
+            answer: None,
+            quarantine: None,
+        };
+        let policy = Policy {
+            max_lead_ms: Some(300),
+            clock_skew_ms: 25,
+            ..Policy::default()
+        };
+        // 4 ms ticks: ceil(325 / 4) = 82 ticks past tick 100.
+        let layout = Layout::new(40, 2, 4).unwrap().with_tick_ms(4).unwrap();
+        assert_eq!(evidence_bound(100, Some(300), 25, 4), Some(182));
+        assert_eq!(evidence_bound(100, None, 25, 4), None);
+        let renewal = |not_before| GrantRequest {
+            worker: Some(1),
+            not_before,
+            layout,
+            ..request(None)
+        };
+        let at = decide(&view, &renewal(182), &policy, 400, 100);
+        assert!(
+            matches!(at, Decision::Answer { error: GrantError::Lost(ref m), quarantine: Some(_), .. }
+                if m.contains("forgot a grant")),
+            "{at:?}"
+        );
+        for not_before in [183, layout.timestamp_limit() - 1, u64::MAX] {
+            let past = decide(&view, &renewal(not_before), &policy, 400, 100);
+            assert!(
+                matches!(past, Decision::Answer { error: GrantError::Lost(ref m), quarantine: None, .. }
+                    if m.contains(NOT_EVIDENCE)),
+                "{not_before}: {past:?}"
+            );
+        }
+        // An unbounded lead bounds nothing.
+        let unbounded = Policy {
+            max_lead_ms: None,
+            ..policy
+        };
+        let far = decide(&view, &renewal(u64::MAX), &unbounded, 400, 100);
+        assert!(
+            matches!(
+                far,
+                Decision::Answer {
+                    quarantine: Some(_),
+                    ..
+                }
+            ),
+            "{far:?}"
+        );
     }
 
     #[test]

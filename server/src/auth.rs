@@ -34,6 +34,12 @@ pub const MIN_TOKEN_LEN: usize = 16;
 #[derive(Debug, Clone)]
 pub(crate) struct Scope(Option<Arc<[String]>>);
 
+/// True when the call's token is bound to namespaces: its effects must stay
+/// inside them (docs/SERVICE.md, "Threat model").
+pub(crate) fn scoped(extensions: &tonic::Extensions) -> bool {
+    matches!(extensions.get::<Scope>(), Some(Scope(Some(_))))
+}
+
 #[derive(Debug)]
 struct Entry {
     token: Vec<u8>,
@@ -47,84 +53,159 @@ pub(crate) struct Tokens {
     current: RwLock<Arc<Vec<Entry>>>,
 }
 
-fn parse(path: &Path) -> Result<Vec<Entry>, Error> {
-    let shown = path.display();
-    let bad = |why: String| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("--token-file {shown}: {why}"),
-        )
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("{e}")))?;
-    let mut entries: Vec<Entry> = Vec::new();
+/// The entries of a token file's text, and its bad lines (`line N:
+/// why`, never the token): a bad line is skipped, and a token on two
+/// lines is on neither (which line's namespaces were meant is unknown).
+fn parse(text: &str) -> (Vec<Entry>, Vec<String>) {
+    let mut lines: Vec<(usize, Entry)> = Vec::new();
+    let mut bad = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let n = n + 1;
-        let mut words = line.split_whitespace();
-        let token = words.next().unwrap_or_default();
-        let namespaces = words.next();
-        if words.next().is_some() {
-            return Err(bad(format!(
-                "line {n}: expected TOKEN or TOKEN NAMESPACE[,NAMESPACE...]"
-            )));
+        match entry(line) {
+            Ok(e) => lines.push((n + 1, e)),
+            Err(why) => bad.push(format!("line {}: {why}", n + 1)),
         }
-        if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(bad(format!(
-                "line {n}: a token is at least {MIN_TOKEN_LEN} printable ASCII characters \
-                 (for example 32 hex digits: openssl rand -hex 16)"
-            )));
-        }
-        if entries.iter().any(|e| e.token == token.as_bytes()) {
-            return Err(bad(format!(
-                "line {n}: the same token is on an earlier line"
-            )));
-        }
-        let scope = match namespaces {
-            None => Scope(None),
-            Some(list) => {
-                let names: Vec<String> = list.split(',').map(str::to_owned).collect();
-                if names.iter().any(String::is_empty) {
-                    return Err(bad(format!(
-                        "line {n}: an empty namespace in {list:?} (NAMESPACE,NAMESPACE,...)"
-                    )));
-                }
-                Scope(Some(names.into()))
-            }
-        };
-        entries.push(Entry {
-            token: token.as_bytes().to_vec(),
-            scope,
-        });
     }
-    if entries.is_empty() {
-        return Err(bad(
-            "no token in the file: every call would be refused".to_owned()
+    let mut twice: Vec<Vec<u8>> = Vec::new();
+    for (i, (n, e)) in lines.iter().enumerate() {
+        if lines[..i].iter().any(|(_, o)| o.token == e.token) {
+            bad.push(format!("line {n}: the same token is on an earlier line"));
+            twice.push(e.token.clone());
+        }
+    }
+    let entries = lines
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| !twice.contains(&e.token))
+        .collect();
+    (entries, bad)
+}
+
+/// One line's entry (not blank, not a comment), or why it is none.
+fn entry(line: &str) -> Result<Entry, String> {
+    let mut words = line.split_whitespace();
+    let token = words.next().unwrap_or_default();
+    let namespaces = words.next();
+    if words.next().is_some() {
+        return Err("expected TOKEN or TOKEN NAMESPACE[,NAMESPACE...]".to_owned());
+    }
+    if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "a token is at least {MIN_TOKEN_LEN} printable ASCII characters (for example 32 \
+             hex digits: openssl rand -hex 16)"
         ));
     }
-    Ok(entries)
+    let scope = match namespaces {
+        None => Scope(None),
+        Some(list) => {
+            let names: Vec<String> = list.split(',').map(str::to_owned).collect();
+            if names.iter().any(String::is_empty) {
+                return Err(format!(
+                    "an empty namespace in {list:?} (NAMESPACE,NAMESPACE,...)"
+                ));
+            }
+            Scope(Some(names.into()))
+        }
+    };
+    Ok(Entry {
+        token: token.as_bytes().to_vec(),
+        scope,
+    })
+}
+
+/// What a reload of the token file found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reloaded {
+    /// The tokens now valid.
+    pub tokens: usize,
+    /// The bad lines skipped (`line N: why`).
+    pub skipped: Vec<String>,
+    /// Why no token is valid, when none is.
+    pub none: Option<String>,
+}
+
+impl Reloaded {
+    /// Logs and counts the reload (`grantid_reloads_total`, outcome `ok`,
+    /// `partial` with bad lines, `none` without a token): each bad line,
+    /// then `event=tokens_none` or `event=reloaded`.
+    pub fn report(&self) {
+        for why in &self.skipped {
+            log::warn!(target: "grantid_server", "event=token_line_skipped reason={why:?}");
+        }
+        let skipped = self.skipped.len();
+        if let Some(why) = &self.none {
+            crate::telemetry::reload("tokens", "none");
+            log::error!(
+                target: "grantid_server",
+                "event=tokens_none reason={why:?} skipped={skipped} note=\"no token is valid: \
+                 every call but health's is UNAUTHENTICATED until the file holds one\""
+            );
+            return;
+        }
+        let outcome = if skipped > 0 { "partial" } else { "ok" };
+        crate::telemetry::reload("tokens", outcome);
+        log::info!(
+            target: "grantid_server",
+            "event=reloaded what=tokens tokens={} skipped={skipped}", self.tokens
+        );
+    }
 }
 
 impl Tokens {
-    /// Reads the file: any problem is `InvalidArgument`.
+    /// Reads the file: a file that cannot be read, a bad line or no token
+    /// at all is `InvalidArgument`, naming the first bad line.
     pub fn load(path: &Path) -> Result<Tokens, Error> {
+        let bad = |why: &str| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("--token-file {}: {why}", path.display()),
+            )
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(&e.to_string()))?;
+        let (entries, skipped) = parse(&text);
+        if let Some(first) = skipped.first() {
+            return Err(bad(first));
+        }
+        if entries.is_empty() {
+            return Err(bad("no token in the file: every call would be refused"));
+        }
         Ok(Tokens {
-            current: RwLock::new(Arc::new(parse(path)?)),
+            current: RwLock::new(Arc::new(entries)),
             path: path.to_owned(),
         })
     }
 
-    /// Reads the file again; on failure the tokens in use stay. Returns
-    /// how many tokens it holds now.
-    pub fn reload(&self) -> Result<usize, Error> {
-        let fresh = Arc::new(parse(&self.path)?);
-        let n = fresh.len();
-        if let Ok(mut current) = self.current.write() {
-            *current = fresh;
+    /// Reads the file again and fails closed: the tokens of its good lines
+    /// replace the ones in use, the bad lines are skipped, and a file that
+    /// is missing, cannot be read or holds no token leaves no token valid.
+    pub fn reload(&self) -> Reloaded {
+        let (entries, skipped, none) = match std::fs::read_to_string(&self.path) {
+            Ok(text) => {
+                let (entries, skipped) = parse(&text);
+                let none = entries
+                    .is_empty()
+                    .then(|| "the file holds no valid token".to_owned());
+                (entries, skipped, none)
+            }
+            Err(e) => (
+                Vec::new(),
+                Vec::new(),
+                Some(format!("cannot read the file: {e}")),
+            ),
+        };
+        let tokens = entries.len();
+        match self.current.write() {
+            Ok(mut current) => *current = Arc::new(entries),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(entries),
         }
-        Ok(n)
+        Reloaded {
+            tokens,
+            skipped,
+            none,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -184,6 +265,22 @@ impl tonic::service::Interceptor for Guard {
         if let Some(tokens) = &self.0 {
             let scope = tokens.check(request.metadata())?;
             request.extensions_mut().insert(scope);
+        }
+        crate::conns::trust(request.extensions());
+        Ok(request)
+    }
+}
+
+/// The interceptor of health, which needs no token: its calls trust their
+/// connection only when the server has no token file (`.0`), since with one
+/// only an authenticated call does (docs/SERVICE.md, "Connections").
+#[derive(Debug, Clone)]
+pub(crate) struct Probe(pub bool);
+
+impl tonic::service::Interceptor for Probe {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if self.0 {
+            crate::conns::trust(request.extensions());
         }
         Ok(request)
     }
@@ -257,6 +354,45 @@ mod tests {
         }
         assert!(t.check(&tonic::metadata::MetadataMap::new()).is_err());
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_reload_fails_closed() {
+        const KEPT: &str = "kept-token-0123456789";
+        const LEAKED: &str = "leaked-token-0123456789";
+        let valid =
+            |t: &Tokens, token: &str| t.check(&metadata(&format!("Bearer {token}"))).is_ok();
+        let path = file(&format!("{KEPT} a\n{LEAKED}\n"));
+        let t = Tokens::load(&path).unwrap();
+        // The leaked token's line replaced by a marker: the others stay.
+        std::fs::write(&path, format!("{KEPT} a\nREVOKED\n")).unwrap();
+        let r = t.reload();
+        assert_eq!((r.tokens, r.none.as_deref()), (1, None));
+        assert_eq!(r.skipped.len(), 1);
+        assert!(
+            r.skipped[0].starts_with("line 2: a token is at least"),
+            "{r:?}"
+        );
+        assert!(valid(&t, KEPT) && !valid(&t, LEAKED));
+        // Damaged (a third word) or on two lines: on none.
+        for text in [
+            format!("{KEPT} a b\n{LEAKED}\n"),
+            format!("{KEPT}\n{LEAKED}\n{KEPT} a\n"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let r = t.reload();
+            assert_eq!(r.tokens, 1, "{r:?}");
+            assert!(!valid(&t, KEPT) && valid(&t, LEAKED));
+        }
+        // Empty, then missing: no token.
+        std::fs::write(&path, "# none\n").unwrap();
+        assert!(t.reload().none.unwrap().contains("no valid token"));
+        assert!(!valid(&t, KEPT) && !valid(&t, LEAKED));
+        std::fs::write(&path, format!("{KEPT}\n")).unwrap();
+        assert_eq!(t.reload().tokens, 1);
+        std::fs::remove_file(&path).unwrap();
+        assert!(t.reload().none.unwrap().contains("cannot read the file"));
+        assert!(!valid(&t, KEPT));
     }
 
     #[test]

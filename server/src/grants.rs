@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use grantid::{Error, ErrorKind, GrantError};
+use grantid::{Error, ErrorKind, Grant, GrantError, GrantRequest};
 use grantid_authority::{Authority, WorkerStatus};
 use grantid_proto::v1::acquire_response::Answer;
 use grantid_proto::v1::grant_service_server::GrantService;
@@ -23,7 +23,7 @@ use tonic::{Request, Response, Status};
 use crate::auth::{allow, guarded};
 use crate::codes::{invalid, result_code, status_of};
 use crate::sessions::{Class, Sessions};
-use crate::telemetry::{MethodMetrics, grant_answer};
+use crate::telemetry::{self, MethodMetrics, grant_answer};
 
 /// The GrantService of one server.
 pub struct GrantForwarder {
@@ -108,7 +108,12 @@ impl GrantForwarder {
             Some(_) => Class::Renewal,
             None => Class::New,
         };
-        let answer = match self.sessions.run(class, move |a| a.acquire(&request)).await {
+        let scoped = crate::auth::scoped(extensions);
+        let answer = match self
+            .sessions
+            .run(class, move |a| forward(a, &request, scoped))
+            .await
+        {
             Ok(Some(Ok(grant))) => Answer::Granted((&grant).into()),
             Ok(Some(Err(GrantError::Lost(why)))) => Answer::Lost(why),
             Ok(Some(Err(GrantError::Unavailable(why)))) => Answer::Unavailable(why),
@@ -154,6 +159,59 @@ impl GrantForwarder {
         })
         .await
     }
+}
+
+/// The authority's answer to `request`. A renewal whose `not_before` lies
+/// beyond the worker's high-water claims that the store lost a grant, and
+/// the store would quarantine every namespace on it: from a caller whose
+/// token is bound to namespaces it is answered `Lost` here, before the
+/// store sees it, so that no effect leaves the caller's namespaces
+/// (docs/SERVICE.md, "Threat model"). The high-water only grows, so a
+/// claim within it when read is within it when the store decides.
+fn forward(a: &dyn Authority, request: &GrantRequest, scoped: bool) -> Result<Grant, GrantError> {
+    if let (true, Some(worker)) = (scoped, request.worker) {
+        let record = a
+            .worker_status(&request.namespace, worker)
+            .map_err(|e| GrantError::Unavailable(e.message().to_owned()))?;
+        let layout = request.layout.without_datacenter_bits();
+        let high_water = match &record {
+            Some(r) if r.layout != layout => None,
+            Some(r) => Some(r.high_water),
+            None => Some(0),
+        };
+        if let Some(high_water) = high_water.filter(|h| request.not_before > *h) {
+            telemetry::claim_refused("scoped");
+            log::warn!(
+                target: "grantid_server",
+                "event=loss_claim_refused reason=scoped namespace={:?} worker={worker} \
+                 not_before={} high_water={high_water} note=\"a token bound to namespaces \
+                 cannot quarantine the store; if the store lost state, fence it \
+                 (grantid authority fence)\"",
+                request.namespace,
+                request.not_before
+            );
+            return Err(GrantError::Lost(format!(
+                "worker {worker}: a renewal from tick {} beyond the worker's high-water (tick \
+                 {high_water}) from a token bound to namespaces is {}: only an unscoped token \
+                 or the store's own URL can start a quarantine; stop issuing from the worker \
+                 and acquire again",
+                request.not_before,
+                grantid::NOT_EVIDENCE
+            )));
+        }
+    }
+    let answer = a.acquire(request);
+    if let Err(GrantError::Lost(why)) = &answer
+        && why.contains(grantid::NOT_EVIDENCE)
+    {
+        telemetry::claim_refused("bound");
+        log::warn!(
+            target: "grantid_server",
+            "event=loss_claim_refused reason=bound namespace={:?} why={why:?}",
+            request.namespace
+        );
+    }
+    answer
 }
 
 fn worker_to_proto(w: &WorkerStatus) -> grantid_proto::v1::WorkerStatus {

@@ -33,11 +33,19 @@
 //! * **TLS, mTLS and bearer tokens** ([`Config::tls`], [`Config::token_file`]),
 //!   reloaded on SIGHUP and when their files change, without dropping a
 //!   connection; health answers without a token (probes).
+//! * **Bounded connections** ([`Config::max_connections`]): caps on the
+//!   connections held, per peer and in their TLS handshake; a connection
+//!   without a call (with tokens, an authenticated one) within
+//!   [`FIRST_CALL_TIMEOUT`] is closed, and at a cap the oldest such
+//!   connection makes room, so unauthenticated peers never starve
+//!   authenticated ones (docs/SERVICE.md, "Connections").
 
 #![warn(missing_docs)]
 
+mod accept;
 mod auth;
 mod codes;
+mod conns;
 mod grants;
 mod ids;
 mod secure;
@@ -57,14 +65,14 @@ use tokio::sync::{oneshot, watch};
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
+pub use accept::{FIRST_CALL_TIMEOUT, MAX_DEFAULT_CONNECTIONS, RESERVED_FDS};
 pub use auth::MIN_TOKEN_LEN;
 pub use codes::{CODE_METADATA, code_of, status_of};
 pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
-pub use secure::{FILE_CHECK_INTERVAL, HANDSHAKE_TIMEOUT, TlsFiles};
+pub use secure::{FILE_CHECK_INTERVAL, TlsFiles};
 pub use sessions::{DEFAULT_AUTHORITY_SESSIONS, MAX_WAIT, WAITING_PER_SESSION};
 
 /// The default listen address of `grantid serve`.
@@ -77,6 +85,22 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// FIN (a crashed host, a dropped NAT entry) is noticed and its connection
 /// closed.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+/// HTTP/2 pings on every connection, each answered within
+/// [`HTTP2_KEEPALIVE_TIMEOUT`] (tonic's default) or the connection is
+/// closed: a peer that stopped reading is noticed as one that vanished.
+const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+/// See [`HTTP2_KEEPALIVE_INTERVAL`].
+const HTTP2_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Calls in flight on one connection; more are refused (`REFUSED_STREAM`,
+/// which clients retry). hyper's own default, which tonic replaces by no
+/// limit.
+pub const MAX_CONCURRENT_STREAMS: u32 = 200;
+/// Streams the server may reset on one connection for the peer's errors
+/// before it closes the connection (RUSTSEC-2024-0003): hyper's default,
+/// which tonic replaces by no limit.
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// Largest header list of one call: hyper's default, 16 KiB.
+pub const MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
 /// How often health and the generator gauges are refreshed.
 const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// Pause between attempts to start the generator (authority uncertain or no
@@ -123,6 +147,14 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// The bearer tokens every call but health's must carry; needs `tls`.
     pub token_file: Option<std::path::PathBuf>,
+    /// Most connections held at once; `None`: the open-files limit less
+    /// [`RESERVED_FDS`], at most [`MAX_DEFAULT_CONNECTIONS`].
+    pub max_connections: Option<usize>,
+    /// Most connections of one peer address; `None`: half the cap.
+    pub max_connections_per_peer: Option<usize>,
+    /// How long a new connection has to make a call (with `token_file`, an
+    /// authenticated one), its TLS handshake included.
+    pub first_call_timeout: Duration,
 }
 
 /// Shows the authority URL redacted (`grantid_authority::redact`: it may
@@ -144,6 +176,9 @@ impl std::fmt::Debug for Config {
             horizon_ms,
             tls,
             token_file,
+            max_connections,
+            max_connections_per_peer,
+            first_call_timeout,
         } = self;
         f.debug_struct("Config")
             .field("listen", listen)
@@ -159,6 +194,9 @@ impl std::fmt::Debug for Config {
             .field("horizon_ms", horizon_ms)
             .field("tls", tls)
             .field("token_file", &token_file.as_ref().map(|_| "***"))
+            .field("max_connections", max_connections)
+            .field("max_connections_per_peer", max_connections_per_peer)
+            .field("first_call_timeout", first_call_timeout)
             .finish()
     }
 }
@@ -180,6 +218,9 @@ impl Config {
             horizon_ms: grantid::DEFAULT_HORIZON_MS,
             tls: None,
             token_file: None,
+            max_connections: None,
+            max_connections_per_peer: None,
+            first_call_timeout: FIRST_CALL_TIMEOUT,
         }
     }
 }
@@ -219,8 +260,10 @@ fn runtime_error(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 /// Runs a server until SIGTERM or SIGINT, then drains it and releases its
-/// worker. Blocks; makes its own tokio runtime.
+/// worker. Blocks; makes its own tokio runtime. Raises the process's soft
+/// limit on open files to its hard limit first.
 pub fn serve(config: Config) -> Result<(), Error> {
+    accept::raise_open_files();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("grantid-serve")
@@ -315,6 +358,11 @@ pub async fn run(
              can be read and replayed by anyone on the path",
         ));
     }
+    let limits = accept::limits(
+        config.max_connections,
+        config.max_connections_per_peer,
+        config.first_call_timeout,
+    )?;
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(secure::Tls::load(files)?)),
         None => None,
@@ -424,7 +472,15 @@ pub async fn run(
     // Every service but health checks the bearer token (probes have none).
     let guard = auth::Guard(tokens.clone());
     let router = Server::builder()
-        .add_service(health)
+        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
+        .add_service(InterceptedService::new(
+            health,
+            auth::Probe(tokens.is_none()),
+        ))
         .add_service(InterceptedService::new(reflection_v1, guard.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, guard.clone()))
         .add_service(InterceptedService::new(
@@ -451,20 +507,15 @@ pub async fn run(
             stop_rx.clone(),
         ))
     });
-    let serve = async move {
-        match tls {
-            Some(tls) => {
-                let incoming = secure::incoming(listener, tls, TCP_KEEPALIVE);
-                router.serve_with_incoming_shutdown(incoming, drain).await
-            }
-            None => {
-                let incoming = TcpIncoming::from(listener)
-                    .with_nodelay(Some(true))
-                    .with_keepalive(Some(TCP_KEEPALIVE));
-                router.serve_with_incoming_shutdown(incoming, drain).await
-            }
-        }
-    };
+    log::info!(
+        target: "grantid_server",
+        "event=connection_limits connections={} per_peer={} handshakes={} first_call_ms={}",
+        limits.connections, limits.per_peer, limits.handshakes, limits.first_call.as_millis()
+    );
+    let conns = Arc::new(conns::Conns::new(limits));
+    let sweeper = tokio::spawn(conns::sweep_loop(Arc::clone(&conns)));
+    let incoming = accept::incoming(listener, tls, conns, TCP_KEEPALIVE);
+    let serve = router.serve_with_incoming_shutdown(incoming, drain);
     tokio::pin!(serve);
     let mut stopped = stop_rx.clone();
     let bound = config.drain_delay + config.drain_timeout;
@@ -476,6 +527,7 @@ pub async fn run(
         } => log::warn!(target: "grantid_server", "event=drain_timeout after_ms={}", bound.as_millis()),
     }
     watcher.abort();
+    sweeper.abort();
     if let Some(r) = reloader {
         r.abort();
     }

@@ -8,16 +8,14 @@
 //!   connections already made (their calls in flight) go on untouched.
 //! * A reload that fails (a file missing, a key that is not the
 //!   certificate's) keeps the configuration in use and logs why.
-//! * Handshakes run on tasks of their own, at most [`HANDSHAKE_TIMEOUT`]
-//!   each, so a slow or silent client never holds up the accept loop.
+//! * Handshakes run on tasks of their own (`accept.rs`), inside the
+//!   first-call timeout of the connection layer (`conns.rs`), so a slow or
+//!   silent client never holds up the accept loop.
 //! * Private keys' paths are never printed: the messages name the flag.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use grantid::{Error, ErrorKind};
@@ -25,16 +23,6 @@ use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
-
-/// Longest TLS handshake a client gets.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Handshaken connections waiting for the server to take them.
-const ACCEPTED_QUEUE: usize = 128;
 
 /// The PEM files of the server's TLS; its `Debug` hides the key's path.
 #[derive(Clone, PartialEq, Eq)]
@@ -148,6 +136,12 @@ impl Tls {
         Ok(())
     }
 
+    /// The acceptor of the next connection, with the configuration now
+    /// in use.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(self.current())
+    }
+
     fn current(&self) -> Arc<ServerConfig> {
         match self.current.read() {
             Ok(c) => Arc::clone(&c),
@@ -156,108 +150,8 @@ impl Tls {
     }
 }
 
-/// One handshaken connection.
-pub(crate) struct TlsConn(TlsStream<TcpStream>);
-
-impl Connected for TlsConn {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.0.get_ref().0.connect_info()
-    }
-}
-
-impl AsyncRead for TlsConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TlsConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
-
-/// The handshaken connections of `listener`, for tonic's
-/// `serve_with_incoming_shutdown`. The listener closes when the stream is
-/// dropped (tonic drops it when the drain begins).
-pub(crate) fn incoming(
-    listener: TcpListener,
-    tls: Arc<Tls>,
-    keepalive: Duration,
-) -> tokio_stream::wrappers::ReceiverStream<io::Result<TlsConn>> {
-    let (tx, rx) = mpsc::channel(ACCEPTED_QUEUE);
-    tokio::spawn(accept_loop(listener, tls, keepalive, tx));
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    tls: Arc<Tls>,
-    keepalive: Duration,
-    tx: mpsc::Sender<io::Result<TlsConn>>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            _ = tx.closed() => return,
-            a = listener.accept() => a,
-        };
-        let (tcp, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                // Out of file descriptors and the like: pause, go on.
-                log::warn!(target: "grantid_server", "event=accept_failed error={e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let _ = socket2::SockRef::from(&tcp)
-            .set_tcp_keepalive(&socket2::TcpKeepalive::new().with_time(keepalive));
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(conn)) => {
-                    let _ = tx.send(Ok(TlsConn(conn))).await;
-                }
-                Ok(Err(e)) => refused(peer, &e.to_string()),
-                Err(_) => refused(peer, "no handshake within the timeout"),
-            }
-        });
-    }
-}
-
-fn refused(peer: SocketAddr, why: &str) {
+/// Counts and logs a connection refused at its TLS handshake.
+pub(crate) fn refused(peer: SocketAddr, why: &str) {
     crate::telemetry::tls_refused();
     log::info!(target: "grantid_server", "event=tls_refused peer={peer} error={why:?}");
 }
@@ -286,8 +180,9 @@ fn reload_due<T: PartialEq>(signalled: bool, loaded: &T, before: &T, now: &T) ->
 
 /// Reloads the certificates and the tokens on SIGHUP (`hangup`, both) and
 /// when one of their files has changed and then stayed still for one
-/// check ([`reload_due`]), until `stop`. A failed reload keeps what is in
-/// use and logs why.
+/// check ([`reload_due`]), until `stop`. A failed reload of the
+/// certificates keeps what is in use and logs why; the tokens fail closed
+/// (`auth::Tokens::reload`).
 pub(crate) async fn reload_loop(
     tls: Option<Arc<Tls>>,
     tokens: Option<Arc<crate::auth::Tokens>>,
@@ -330,31 +225,30 @@ pub(crate) async fn reload_loop(
             && reload_due(signalled, &tls_seen, &tls_before, &tls_now)
         {
             tls_seen = tls_now.clone();
-            reported("tls", t.reload().map(|()| String::new()));
+            tls_reported(t.reload());
         }
         if let Some(t) = &tokens
             && reload_due(signalled, &tokens_seen, &tokens_before, &tokens_now)
         {
             tokens_seen = tokens_now.clone();
-            reported("tokens", t.reload().map(|n| format!(" tokens={n}")));
+            t.reload().report();
         }
         (tls_before, tokens_before) = (tls_now, tokens_now);
     }
 }
 
-/// Logs and counts the outcome of a reload of `what`; `Ok` holds more to
-/// log.
-fn reported(what: &'static str, outcome: Result<String, Error>) {
+/// Logs and counts the outcome of a reload of the certificates.
+fn tls_reported(outcome: Result<(), Error>) {
     match outcome {
-        Ok(more) => {
-            crate::telemetry::reload(what, "ok");
-            log::info!(target: "grantid_server", "event=reloaded what={what}{more}");
+        Ok(()) => {
+            crate::telemetry::reload("tls", "ok");
+            log::info!(target: "grantid_server", "event=reloaded what=tls");
         }
         Err(e) => {
-            crate::telemetry::reload(what, "failed");
+            crate::telemetry::reload("tls", "failed");
             log::error!(
                 target: "grantid_server",
-                "event=reload_failed what={what} kept=previous error={:?}", e.message()
+                "event=reload_failed what=tls kept=previous error={:?}", e.message()
             );
         }
     }

@@ -54,6 +54,15 @@ fn describe() {
         "Connections refused at their TLS handshake."
     );
     describe_counter!(
+        "grantid_connections_refused_total",
+        "Connections refused at accept, by the cap that only authenticated connections fill."
+    );
+    describe_counter!(
+        "grantid_connections_closed_total",
+        "Unauthenticated connections the server closed, by reason (a cap, or no call in time)."
+    );
+    describe_gauge!("grantid_connections", "Connections held.");
+    describe_counter!(
         "grantid_unauthenticated_total",
         "Calls refused for their bearer token (UNAUTHENTICATED)."
     );
@@ -83,6 +92,10 @@ fn describe() {
     describe_counter!(
         "grantid_lease_losses_total",
         "Confirmed losses of the server's worker."
+    );
+    describe_counter!(
+        "grantid_loss_claims_refused_total",
+        "Renewals claiming a lost grant that were not taken as evidence (no quarantine)."
     );
 }
 
@@ -180,6 +193,23 @@ pub fn tls_refused() {
     counter!("grantid_tls_handshakes_refused_total").increment(1);
 }
 
+/// Counts a connection refused at accept: `reason` names the cap
+/// (`connections`, `peer`).
+pub fn connection_refused(reason: &'static str) {
+    counter!("grantid_connections_refused_total", "reason" => reason).increment(1);
+}
+
+/// Counts a connection the server closed: `reason` is the cap it made room
+/// under (`connections`, `peer`, `handshakes`) or `no_call`.
+pub fn connection_closed(reason: &'static str) {
+    counter!("grantid_connections_closed_total", "reason" => reason).increment(1);
+}
+
+/// Publishes how many connections are held.
+pub fn connections_held(n: usize) {
+    gauge!("grantid_connections").set(n as f64);
+}
+
 /// Counts a call refused for its bearer token (`UNAUTHENTICATED`).
 pub fn unauthenticated() {
     counter!("grantid_unauthenticated_total").increment(1);
@@ -194,6 +224,13 @@ pub fn reload(what: &'static str, outcome: &'static str) {
 /// Counts one answer of the server's authority to a GrantService call.
 pub fn grant_answer(answer: &'static str) {
     counter!("grantid_grant_answers_total", "answer" => answer).increment(1);
+}
+
+/// Counts one renewal whose claim of a lost grant was not taken as
+/// evidence: `reason` is `scoped` (a token bound to namespaces) or `bound`
+/// (beyond any grant the store could have made).
+pub fn claim_refused(reason: &'static str) {
+    counter!("grantid_loss_claims_refused_total", "reason" => reason).increment(1);
 }
 
 /// Publishes the server generator's state (called by the health watcher).

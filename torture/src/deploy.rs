@@ -23,10 +23,17 @@
 //!   certificate rotated (SIGHUP or a file change), a process's token
 //!   rotated or revoked.
 //!
-//! The invariant: every ID any process of the case printed is unique among
-//! the IDs of its namespace (a process refused at start prints none). A
-//! case that breaks it prints its seed; `deploy-fuzz --seed S --cases 1`
-//! runs it again.
+//! * a hostile client, in cases with tokens (always with `--focus
+//!   hostile`): a token holder, scoped or not, that sends crafted
+//!   `GrantService` calls, and a peer that holds idle and slow connections
+//!   ([`crate::hostile`]).
+//!
+//! The invariants: every ID any process of the case printed is unique among
+//! the IDs of its namespace (a process refused at start prints none); and,
+//! in a case with a hostile client, every namespace outside its token's
+//! scope still issues at the case's end (a new generator's first IDs
+//! within [`crate::hostile::PROBE_WITHIN`]). A case that breaks one prints
+//! its seed; `deploy-fuzz --seed S --cases 1` runs it again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -142,17 +149,31 @@ pub enum Focus {
     /// process, and half its faults rotate the servers' certificate or a
     /// process's token, or revoke a token.
     Tls,
+    /// As `Tls`, and every case has a hostile client.
+    Hostile,
 }
 
 impl Focus {
+    const NAMES: [(&'static str, Focus); 5] = [
+        ("split", Focus::Split),
+        ("restore", Focus::Restore),
+        ("lead", Focus::Lead),
+        ("tls", Focus::Tls),
+        ("hostile", Focus::Hostile),
+    ];
+
     fn parse(name: &str) -> Option<Focus> {
-        match name {
-            "split" => Some(Focus::Split),
-            "restore" => Some(Focus::Restore),
-            "lead" => Some(Focus::Lead),
-            "tls" => Some(Focus::Tls),
-            _ => None,
-        }
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
+    }
+
+    fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("", |(n, _)| n)
     }
 }
 
@@ -179,7 +200,10 @@ Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
                   (Redis restarted stale under a stopped long-lead process,
                   detected by a short-lead one; cases run 12 s), `tls`
                   (`grpcs://` to servers with TLS and a token per process;
-                  certificates and tokens rotated, tokens revoked)
+                  certificates and tokens rotated, tokens revoked), `hostile` (as
+                  `tls`, and a hostile client in every case: crafted GrantService
+                  calls from a scoped or unscoped token, idle and slow connections;
+                  every namespace outside its scope must still issue)
 ";
 
 impl FuzzConfig {
@@ -232,6 +256,23 @@ impl FuzzConfig {
         }
         Ok(Some(c))
     }
+
+    /// The command that replays case `seed` of this run: the same engines,
+    /// focus and case length draw the same case.
+    fn replay(&self, seed: u64) -> String {
+        let mut line = format!("deploy-fuzz --seed {seed} --cases 1");
+        if self.engines != Engine::ALL {
+            let names: Vec<&str> = self.engines.iter().map(|e| e.name()).collect();
+            let _ = write!(line, " --engines {}", names.join(","));
+        }
+        if let Some(focus) = self.focus {
+            let _ = write!(line, " --focus {}", focus.name());
+        }
+        if self.case_ms != 4_000 && self.focus != Some(Focus::Lead) {
+            let _ = write!(line, " --case-ms {}", self.case_ms);
+        }
+        line
+    }
 }
 
 /// One process of a case: the arguments of its `grantid next` (after the
@@ -245,6 +286,14 @@ struct ProcSpec {
     label: String,
     /// Another layout than the case's on the namespace, if drawn.
     variant: Option<&'static str>,
+}
+
+impl ProcSpec {
+    /// Whether it issues in one datacenter of a split (`datacenter=` in its
+    /// URL, `--datacenter`, or both).
+    fn splits(&self) -> bool {
+        self.authority.contains("datacenter=") || self.args.iter().any(|a| a == "--datacenter")
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -314,6 +363,8 @@ struct Case {
     serve: Vec<String>,
     /// The servers' TLS, mTLS and tokens, if drawn.
     tls: Option<ServeTls>,
+    /// A hostile client (cases with tokens), if drawn.
+    hostile: Option<crate::hostile::Plan>,
     /// The layout's epoch this many ms before the case starts (`--epoch-ms`
     /// of every process), or the default epoch. A recent epoch makes the
     /// timestamps small, so IDs of layouts that encode time at different
@@ -338,6 +389,9 @@ pub struct FuzzOutcome {
     pub refusals: BTreeMap<&'static str, u64>,
     /// Cases whose `grantid serve` refused to start.
     pub refused_deployments: u64,
+    /// What the hostile clients sent and saw, and the probes of the
+    /// namespaces outside their scope.
+    pub hostile: BTreeMap<&'static str, u64>,
     /// One line per broken case (with its seed).
     pub failures: Vec<String>,
 }
@@ -439,7 +493,7 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         return draw_lead(seed);
     }
     let mut rng = fastrand::Rng::with_seed(seed);
-    let tls_focus = focus == Some(Focus::Tls);
+    let tls_focus = matches!(focus, Some(Focus::Tls | Focus::Hostile));
     let grpc_engines: Vec<Engine> = engines
         .iter()
         .copied()
@@ -604,8 +658,17 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
             None
         };
         let mut label = variant.map_or_else(String::new, |v| format!("({v}) "));
+        // The split's datacenter: in the URL, as `--datacenter`, or both.
+        let mut in_datacenter = None;
         if dcb == 1 {
-            authority = with(&authority, &format!("datacenter={}", rng.u8(..2)));
+            let dc = rng.u8(..2);
+            let how = rng.u8(..3);
+            if how != 1 {
+                authority = with(&authority, &format!("datacenter={dc}"));
+            }
+            if how != 0 {
+                in_datacenter = Some(dc);
+            }
         }
         let horizon = pick(&mut rng, &[300u64, 800, 2_000]);
         let grant = pick(
@@ -635,6 +698,9 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
             "--grant-duration-ms".into(),
             grant.to_string(),
         ];
+        if let Some(dc) = in_datacenter {
+            args.extend(["--datacenter".into(), dc.to_string()]);
+        }
         if recent_epoch.is_some() {
             // Set when the case starts (run_case).
             args.extend(["--epoch-ms".into(), EPOCH_MS.into()]);
@@ -716,6 +782,7 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         faults = vec![(at, Fault::Kill(0)), (at + 250, Fault::KillRestart(1))];
     }
     faults.sort_by_key(|(at, _)| *at);
+    let hostile = draw_hostile(seed, &tag, &procs, tls.as_ref(), focus);
     Case {
         seed,
         engine,
@@ -723,8 +790,43 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
         faults,
         serve,
         tls,
+        hostile,
         recent_epoch,
     }
+}
+
+/// A hostile client for a case with tokens: in 3 cases of 10 (every one
+/// with `--focus hostile`), scoped to a namespace of its own, scoped to the
+/// fleet's first namespace, or unscoped (then its calls are about every
+/// namespace of the fleet). Drawn with a generator of its own, so the rest
+/// of a seed's case is the same with or without it.
+fn draw_hostile(
+    seed: u64,
+    tag: &str,
+    procs: &[ProcSpec],
+    tls: Option<&ServeTls>,
+    focus: Option<Focus>,
+) -> Option<crate::hostile::Plan> {
+    use crate::hostile::{Plan, Scope};
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x6805_711e_c11e_0000);
+    tls.and_then(|t| t.tokens.as_ref())?;
+    if focus != Some(Focus::Hostile) && rng.u8(..10) >= 3 {
+        return None;
+    }
+    let scope = pick(&mut rng, &[Scope::Own, Scope::Shared, Scope::Unscoped]);
+    let mut fleet: Vec<String> = procs.iter().map(|p| p.namespace.clone()).collect();
+    fleet.sort();
+    fleet.dedup();
+    let targets = match scope {
+        Scope::Own => vec![format!("fz-{tag}-h")],
+        Scope::Shared => fleet[..1].to_vec(),
+        Scope::Unscoped => fleet,
+    };
+    Some(Plan {
+        scope,
+        targets,
+        seed: rng.u64(..),
+    })
 }
 
 /// A case of `--focus restore`: etcd, 3 to 5 processes on one namespace,
@@ -782,6 +884,7 @@ fn draw_restore(seed: u64, shared: &Shared) -> Case {
         ],
         serve: Vec::new(),
         tls: None,
+        hostile: None,
         recent_epoch: None,
     }
 }
@@ -858,6 +961,7 @@ fn draw_lead(seed: u64) -> Case {
         ],
         serve: Vec::new(),
         tls: None,
+        hostile: None,
         recent_epoch: None,
     }
 }
@@ -1039,6 +1143,18 @@ fn run_case(
             }
         }
     }
+    // A hostile client's token and the probe's (unscoped), in the servers'
+    // file before they start; the servers' cap below its idle connections.
+    let hostile_tokens = match (&case.hostile, tokens.as_mut()) {
+        (Some(plan), Some(t)) => {
+            tls_args.extend([
+                "--max-connections".to_owned(),
+                crate::hostile::MAX_CONNECTIONS.to_string(),
+            ]);
+            Some((t.add(plan.bound_to())?, t.add(None)?))
+        }
+        _ => None,
+    };
     // Servers (grpc engines).
     let mut serves: Vec<(u16, String, Child)> = Vec::new();
     for (i, url) in case.serve.iter().enumerate() {
@@ -1087,6 +1203,43 @@ fn run_case(
             &out,
         )?]);
     }
+    let first_port = serves.first().map_or(0, |s| s.0);
+    let grpcs_with = |token: &Path| {
+        let mut url = format!(
+            "grpcs://127.0.0.1:{first_port}?timeout_ms=2000&tls_ca={}",
+            tls_dir.join("ca.crt").display()
+        );
+        if case.tls.as_ref().is_some_and(|t| t.mtls) {
+            let _ = write!(
+                url,
+                "&tls_cert={}&tls_key={}",
+                tls_dir.join("client.crt").display(),
+                tls_dir.join("client.key").display()
+            );
+        }
+        let _ = write!(url, "&token_file={}", token.display());
+        url
+    };
+    // A control probe before the hostile client starts: a deployment that
+    // refuses every client (a served `static:N` without a state file) is
+    // not stopped by the hostile one.
+    let control = match (&case.hostile, &hostile_tokens) {
+        (Some(_), Some((_, probe))) => crate::hostile::probe(
+            &grpcs_with(probe),
+            &format!("fz-{:x}-w", case.seed),
+            Duration::ZERO,
+        )
+        .err(),
+        _ => None,
+    };
+    let hostile = match (&case.hostile, &hostile_tokens) {
+        (Some(plan), Some((token, _))) => Some(crate::hostile::Hostile::start(
+            plan.clone(),
+            grpcs_with(token),
+            serves.iter().map(|s| s.0).collect(),
+        )),
+        _ => None,
+    };
     let start = Instant::now();
     let state = dir.join("state").join("state.json");
     let backup = dir.join("state.backup");
@@ -1305,6 +1458,14 @@ fn run_case(
         // rest of the schedule, so the gaps between faults stay as drawn.
         lag += Instant::now().saturating_duration_since(due);
     }
+    // A hostile client's end: every namespace outside its scope probed
+    // while it still runs.
+    let stopped = match (hostile, &case.hostile, &hostile_tokens) {
+        (Some(running), Some(plan), Some((_, probe))) => {
+            hostile_end(case, plan, running, &grpcs_with(probe), control, outcome)
+        }
+        _ => Vec::new(),
+    };
     // The end: every process killed as it runs.
     let mut refused = 0u64;
     for gens in runs.iter_mut() {
@@ -1377,6 +1538,10 @@ fn run_case(
                 spec.authority.contains("/proc/self/root"),
             ),
             ("datacenter=", spec.authority.contains("datacenter=")),
+            (
+                "--datacenter",
+                spec.args.iter().any(|a| a == "--datacenter"),
+            ),
             ("max_lead_ms set", spec.authority.contains("max_lead_ms")),
             (
                 "lease_grace_ms set",
@@ -1425,11 +1590,29 @@ fn run_case(
     if let Some(ms) = epoch_ms {
         let _ = write!(line, " epoch_ms={ms}");
     }
+    if let Some(plan) = &case.hostile {
+        let _ = write!(
+            line,
+            " hostile=\"{}\" stopped={}",
+            plan.scope.name(),
+            stopped.len()
+        );
+    }
+    if !stopped.is_empty() {
+        let _ = write!(
+            line,
+            "\nNAMESPACES STOPPED by a hostile client ({}): replay with `{}`; {}",
+            plan_label(case),
+            config.replay(case.seed),
+            stopped.join("; ")
+        );
+        outcome.failures.push(line.clone());
+    }
     if repeated > 0 {
         let _ = write!(
             line,
-            "\nREPEATED IDs: replay with `deploy-fuzz --seed {} --cases 1`; {}",
-            case.seed,
+            "\nREPEATED IDs: replay with `{}`; {}",
+            config.replay(case.seed),
             dups.join("; ")
         );
         for (p, spec) in case.procs.iter().enumerate() {
@@ -1537,6 +1720,19 @@ impl ServeTokens {
         self.write_server()
     }
 
+    /// A token of its own for a client beyond the processes (bound to
+    /// `namespace`, or to every namespace), in the servers' file and in a
+    /// file of the client's, whose path it returns.
+    fn add(&mut self, namespace: Option<&str>) -> Result<PathBuf, String> {
+        let token = Self::fresh();
+        let n = self.entries.len();
+        self.entries
+            .push((namespace.map(str::to_owned), vec![token.clone()]));
+        self.write_client(n, &token, true)?;
+        self.write_server()?;
+        Ok(self.dir.join(format!("token-p{n}")))
+    }
+
     /// Process `p`'s tokens taken out of the servers' file.
     fn revoke(&mut self, p: usize) -> Result<(), String> {
         if let Some((_, tokens)) = self.entries.get_mut(p) {
@@ -1544,6 +1740,85 @@ impl ServeTokens {
         }
         self.write_server()
     }
+}
+
+/// The hostile client's scope and targets, for a report.
+fn plan_label(case: &Case) -> String {
+    case.hostile.as_ref().map_or_else(String::new, |p| {
+        format!("{}, calls about {}", p.scope.name(), p.targets.join(","))
+    })
+}
+
+/// Probes every namespace outside the hostile client's scope (the fleet's
+/// outside a scoped token's, and one no process uses, which must also keep
+/// issuing through renewals for 3 s) on `probe_url` while it still runs,
+/// then stops it; counts both in `outcome.hostile`. Returns the namespaces
+/// that issued nothing, with why. A probe that finds every worker of a
+/// fleet namespace held by the fleet is not a stop; nor is one after a
+/// `control` probe (made before the hostile client started) was refused.
+fn hostile_end(
+    case: &Case,
+    plan: &crate::hostile::Plan,
+    running: crate::hostile::Hostile,
+    probe_url: &str,
+    control: Option<String>,
+    outcome: &mut FuzzOutcome,
+) -> Vec<String> {
+    // (An unscoped token may release any grant, a probe's too: only the
+    // untouched namespace is outside its calls.)
+    let mut victims: Vec<String> = case
+        .procs
+        .iter()
+        .map(|p| p.namespace.clone())
+        .filter(|ns| plan.scope != crate::hostile::Scope::Unscoped && !plan.targets.contains(ns))
+        .collect();
+    victims.sort();
+    victims.dedup();
+    // No one else's calls are about this one: it issues on through
+    // renewals for 3 s (a store quarantined over and over would stop it).
+    let untouched = format!("fz-{:x}-v", case.seed);
+    victims.push(untouched.clone());
+    let mut stopped = Vec::new();
+    let mut count = |what: &'static str| *outcome.hostile.entry(what).or_default() += 1;
+    count(match plan.scope {
+        crate::hostile::Scope::Own => "cases: scoped to its own namespace",
+        crate::hostile::Scope::Shared => "cases: scoped to a fleet namespace",
+        crate::hostile::Scope::Unscoped => "cases: unscoped",
+    });
+    if control.is_some() {
+        count("probes: not made (the control probe was refused)");
+        victims.clear();
+    }
+    for ns in &victims {
+        let split = case.procs.iter().any(|p| p.namespace == *ns && p.splits());
+        if split {
+            count("probes: not made (a datacenter split)");
+            continue;
+        }
+        let hold = if *ns == untouched {
+            Duration::from_secs(3)
+        } else {
+            Duration::ZERO
+        };
+        match crate::hostile::probe(probe_url, ns, hold) {
+            Ok(_) => count("probes: issued"),
+            Err(why) if why.contains("no free worker") => count("probes: every worker held"),
+            // The layout `Status` reports is not always the one the fleet
+            // registered (a recent epoch, a variant); no hostile call can
+            // register a fleet namespace's layout.
+            Err(why) if *ns != untouched && why.contains("another layout") => {
+                count("probes: not made (layout not known)");
+            }
+            Err(why) => {
+                count("probes: STOPPED");
+                stopped.push(format!("{ns}: {why}"));
+            }
+        }
+    }
+    for (what, n) in running.stop() {
+        *outcome.hostile.entry(what).or_default() += n;
+    }
+    stopped
 }
 
 /// Whether every running process has printed an ID (so it holds a grant),
@@ -1637,7 +1912,7 @@ fn refusal(message: &str) -> &'static str {
 /// The run's summary: cases, IDs, and the space covered.
 pub fn summary(outcome: &FuzzOutcome) -> String {
     let mut s = format!(
-        "deploy-fuzz: {} cases ({} whose server refused to start), {} processes ({} refused at start), {} IDs checked, {} cases with a repeated ID\n",
+        "deploy-fuzz: {} cases ({} whose server refused to start), {} processes ({} refused at start), {} IDs checked, {} cases with a repeated ID or a stopped namespace\n",
         outcome.cases,
         outcome.refused_deployments,
         outcome.processes,
@@ -1650,6 +1925,7 @@ pub fn summary(outcome: &FuzzOutcome) -> String {
         ("faults", &outcome.faults),
         ("process options", &outcome.covered),
         ("refused at start", &outcome.refusals),
+        ("hostile clients", &outcome.hostile),
     ] {
         let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "  {title}: {}", parts.join(", "));

@@ -28,6 +28,7 @@ pub mod deploy;
 pub mod faults;
 pub mod fleet;
 pub mod harness;
+pub mod hostile;
 pub mod idfile;
 pub mod pgserver;
 pub mod redisserver;

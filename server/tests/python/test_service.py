@@ -471,7 +471,7 @@ class GrantServiceTest(unittest.TestCase):
         self.assertIn("state file", g.Init(pb.InitRequest(), timeout=5).report)
 
     def test_limits_report_the_authoritys_bounded_lead(self):
-        # The file authority's default max_lead_ms; static:N has none (unset).
+        # The file authority's default max_lead_ms.
         limits = self.server.grants.Limits(pb.LimitsRequest(), timeout=5)
         self.assertTrue(limits.HasField("max_lead_ms"))
         self.assertEqual(limits.max_lead_ms, 7000)
@@ -481,9 +481,10 @@ class GrantServiceTest(unittest.TestCase):
             self.assertEqual(lead.grants.Limits(pb.LimitsRequest(), timeout=5).max_lead_ms, 9000)
         finally:
             self.assertEqual(lead.stop(), 0)
-        static = Server(authority=f"static:1?state={d}/static.json", namespace="lead")
+        # static: bounds the grants of its state file (serve needs one).
+        static = Server(authority=f"static:1?state={d}/static.json&max_lead_ms=8000", namespace="lead")
         try:
-            self.assertFalse(static.grants.Limits(pb.LimitsRequest(), timeout=5).HasField("max_lead_ms"))
+            self.assertEqual(static.grants.Limits(pb.LimitsRequest(), timeout=5).max_lead_ms, 8000)
         finally:
             self.assertEqual(static.stop(), 0)
 

@@ -31,11 +31,11 @@ use crate::url::Options;
 
 /// The tables and procedures (authority/sql/mysql_v1.sql; schema version
 /// [`SCHEMA_VERSION`]).
-pub const MYSQL_SQL_V1: &str = include_str!("../sql/mysql_v1.sql");
+pub const MYSQL_SQL_V1: &str = include_str!("../../../sql/mysql_v1.sql");
 
 /// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
-const SCHEMA_VERSION: i32 = 4;
+const SCHEMA_VERSION: i32 = 5;
 
 const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
@@ -399,6 +399,19 @@ async fn multi_primary(c: &mut Conn) -> Result<Option<&'static str>, mysql_async
     Ok(None)
 }
 
+/// The quarantine columns of `grantid_store`, if it has its row.
+async fn read_quarantine(c: &mut Conn) -> Result<Option<grantid::rule::Quarantine>, GrantError> {
+    let row: Option<(i64, i64, Option<String>)> = c
+        .query_first("SELECT quarantine_until_ms, quarantine_since_ms, reason FROM grantid_store")
+        .await
+        .map_err(|e| unavailable("cannot read grantid_store", e))?;
+    Ok(row.map(|(until, since, reason)| grantid::rule::Quarantine {
+        until_ms: until.max(0) as u64,
+        since_ms: since.max(0) as u64,
+        reason: reason.unwrap_or_default(),
+    }))
+}
+
 /// Applies the schema when `grantid_schema_version` lacks our version (a
 /// multi-primary server is refused first).
 async fn prepare(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
@@ -715,6 +728,37 @@ impl Authority for MysqlAuthority {
         ))
     }
 
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        self.call("cannot read grantid_store", |c| {
+            Box::pin(async move { read_quarantine(c).await })
+        })
+        .map_err(Error::from)
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let was = self
+            .call("cannot lift the quarantine", |c| {
+                Box::pin(async move {
+                    let was = read_quarantine(c).await?;
+                    c.query_drop(
+                        "UPDATE grantid_store SET quarantine_until_ms = 0, \
+                         quarantine_since_ms = 0, reason = LEFT(CONCAT('lifted by the operator \
+                         (was: ', COALESCE(reason, ''), ')'), 512)",
+                    )
+                    .await
+                    .map_err(|e| unavailable("cannot lift the quarantine", e))?;
+                    Ok(was)
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(crate::kernel::lifted(
+            "mysql",
+            was.as_ref(),
+            self.now_ms()
+                .map_or_else(crate::kernel::system_ms, |ms| ms as u64),
+        ))
+    }
+
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {
         let ns: Value = namespace.into();
         let rows = self
@@ -775,7 +819,9 @@ mod tests {
         assert!(acquire.contains("START TRANSACTION;"));
         assert_eq!(
             all.last().map(String::as_str),
-            Some("INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4)")
+            Some(
+                "INSERT IGNORE INTO grantid_schema_version (version) VALUES (1), (2), (3), (4), (5)"
+            )
         );
         assert!(
             MYSQL_SQL_V1.contains(&format!(", ({SCHEMA_VERSION});")),

@@ -23,7 +23,7 @@ use crate::protocol::{self, REDIS_STORE_KEY as STORE_KEY, redis_key_prefix as ke
 use crate::url::Options;
 
 /// The script, version 1 (authority/lua/v1.lua).
-pub const LUA_V1: &str = include_str!("../lua/v1.lua");
+pub const LUA_V1: &str = include_str!("../../../lua/v1.lua");
 
 /// The Redis authority. See the module docs.
 pub struct RedisAuthority {
@@ -365,6 +365,38 @@ impl Authority for RedisAuthority {
         })
     }
 
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        self.with_conn(read_quarantine).map_err(Error::from)
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let was = self
+            .with_conn(|c| {
+                use redis::Commands;
+                let was = read_quarantine(c)?;
+                if let Some(q) = &was {
+                    let reason = format!("lifted by the operator (was: {})", q.reason);
+                    let () = c
+                        .hset_multiple(
+                            STORE_KEY,
+                            &[
+                                ("quarantine_until", "0"),
+                                ("q_since", "0"),
+                                ("reason", reason.as_str()),
+                            ],
+                        )
+                        .map_err(|e| unavailable("cannot lift the quarantine", e))?;
+                }
+                Ok(was)
+            })
+            .map_err(Error::from)?;
+        Ok(crate::kernel::lifted(
+            "redis",
+            was.as_ref(),
+            self.now_ms().unwrap_or_else(crate::kernel::system_ms),
+        ))
+    }
+
     fn fence(&self) -> Result<String, Error> {
         let until: String = self
             .with_conn(|c| {
@@ -385,6 +417,20 @@ impl Authority for RedisAuthority {
             self.options.max_lead_ms, self.options.clock_skew_ms
         ))
     }
+}
+
+/// The store hash's quarantine, if the hash exists.
+fn read_quarantine(c: &mut Connection) -> Result<Option<grantid::rule::Quarantine>, GrantError> {
+    use redis::Commands;
+    let (until, since, reason): (Option<String>, Option<String>, Option<String>) = c
+        .hget(STORE_KEY, &["quarantine_until", "q_since", "reason"])
+        .map_err(|e| unavailable("cannot read the store hash", e))?;
+    let number = |v: Option<String>| v.and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0) as u64;
+    Ok(until.is_some().then(|| grantid::rule::Quarantine {
+        until_ms: number(until),
+        since_ms: number(since),
+        reason: reason.unwrap_or_default(),
+    }))
 }
 
 fn glob_escape(s: &str) -> String {

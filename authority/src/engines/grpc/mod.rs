@@ -462,6 +462,18 @@ impl Authority for GrpcAuthority {
         ))
     }
 
+    /// A quarantine is lifted where the store is, like a fence.
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{}: lift the quarantine on the server's own authority URL, where the store is \
+                 (docs/AUTHORITIES.md, \"Lifting a quarantine\")",
+                self.target()
+            ),
+        ))
+    }
+
     /// The server's authority's worker records, checked like any store's
     /// (authority/src/answer.rs).
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

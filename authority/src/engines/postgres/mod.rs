@@ -35,13 +35,13 @@ use crate::protocol::{self, SqlValue};
 use crate::tls::Reached;
 use crate::url::Options;
 
-/// The schema and functions (authority/sql/v1.sql; schema version 4).
-pub const SQL_V1: &str = include_str!("../sql/v1.sql");
+/// The schema and functions (authority/sql/v1.sql; schema version 7).
+pub const SQL_V1: &str = include_str!("../../../sql/v1.sql");
 
 /// The version row that authority/sql/v1.sql inserts: the adapter (and
 /// every binding's helper) applies the script again when the database has
 /// only older versions.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// One process's connection: the client, and the task that owns the
 /// socket (on the bridge's runtime, which drives it only while a call runs).
@@ -243,6 +243,15 @@ impl PgAuthority {
     }
 }
 
+/// A store row's quarantine columns (signed 64-bit, never negative).
+fn quarantine_of(until_ms: i64, since_ms: i64, reason: String) -> grantid::rule::Quarantine {
+    grantid::rule::Quarantine {
+        until_ms: until_ms.max(0) as u64,
+        since_ms: since_ms.max(0) as u64,
+        reason,
+    }
+}
+
 /// A call's parameters as tokio-postgres values.
 fn sql_params(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync + Send>> {
     params
@@ -405,6 +414,44 @@ impl Authority for PgAuthority {
             "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
              before every interval granted so far has ended",
             self.options.max_lead_ms, self.options.clock_skew_ms
+        ))
+    }
+
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        let row = self
+            .call("cannot read grantid.store", |c| async move {
+                c.query_opt(
+                    "SELECT quarantine_until_ms, quarantine_since_ms, coalesce(reason, '') \
+                     FROM grantid.store",
+                    &[],
+                )
+                .await
+            })
+            .map_err(Error::from)?;
+        Ok(row.map(|r| quarantine_of(r.get(0), r.get(1), r.get(2))))
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let row = self
+            .call("cannot lift the quarantine", |c| async move {
+                c.query_opt(
+                    "WITH old AS (SELECT * FROM grantid.store FOR UPDATE) \
+                     UPDATE grantid.store s SET quarantine_until_ms = 0, quarantine_since_ms = 0, \
+                            reason = 'lifted by the operator (was: ' || coalesce(old.reason, '') \
+                                     || ')', updated_at = clock_timestamp() \
+                     FROM old \
+                     RETURNING old.quarantine_until_ms, old.quarantine_since_ms, \
+                               coalesce(old.reason, '')",
+                    &[],
+                )
+                .await
+            })
+            .map_err(Error::from)?;
+        let was = row.map(|r| quarantine_of(r.get(0), r.get(1), r.get(2)));
+        Ok(crate::kernel::lifted(
+            "postgres",
+            was.as_ref(),
+            self.now_ms().unwrap_or_else(crate::kernel::system_ms),
         ))
     }
 

@@ -1,9 +1,10 @@
 //! The static authority: a worker number the fleet already owns (`static:N`,
 //! or the ordinal of a StatefulSet pod, `static:env:POD_NAME`).
 //!
-//! Across processes there is no lease: the operator promises that one
-//! process at a time uses worker N. The grant is
-//! `[max(now, high_water, not_before), + duration)` on this host's clock. With
+//! It decides by the rule ([`grantid::rule::decide`], with
+//! [`Policy::only_worker`] N) on this host's clock. Across processes there
+//! is no lease: the operator promises that one process at a time uses
+//! worker N (a state file keeps no holder). With
 //! a state file (`static:N?state=PATH`) the high-water mark is kept on disk
 //! under the file lock, so a restart, even after the clock stepped back,
 //! continues after every interval ever granted, and several processes of one
@@ -30,7 +31,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, SystemClock};
+use grantid::rule::{self, Decision, Policy, Registered, View};
+use grantid::{
+    Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, SystemClock,
+    WorkerRecord, Workers,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::forklocal::ForkLocal;
@@ -58,6 +63,12 @@ struct Mark {
     /// When that hold expires (ticks).
     #[serde(default)]
     lease_expiry: u64,
+    /// The longest `max_lead_ms` and `clock_skew_ms` any caller used on
+    /// the namespace (the rule's [`Registered`]).
+    #[serde(default)]
+    max_lead_ms: u64,
+    #[serde(default)]
+    clock_skew_ms: u64,
 }
 
 /// The marks of every `static:` source of this process without a state file.
@@ -117,6 +128,28 @@ fn key(namespace: &str, worker: u32) -> String {
     format!("{namespace}#{worker}")
 }
 
+/// The namespace of a mark's [`key`].
+fn namespace_of(key: &str) -> Option<&str> {
+    key.rsplit_once('#').map(|(ns, _)| ns)
+}
+
+/// The mark of `key`, made for the namespace as registered (`ns`) if it
+/// has none, its recorded lead and skew raised to `ns`'s.
+fn register<'a>(marks: &'a mut Marks, key: &str, ns: Registered) -> &'a mut Mark {
+    let mark = marks.marks.entry(key.to_owned()).or_insert(Mark {
+        layout: ns.layout.into(),
+        high_water: 0,
+        fencing: 0,
+        holder: None,
+        lease_expiry: 0,
+        max_lead_ms: 0,
+        clock_skew_ms: 0,
+    });
+    mark.max_lead_ms = mark.max_lead_ms.max(ns.max_lead_ms);
+    mark.clock_skew_ms = mark.clock_skew_ms.max(ns.clock_skew_ms);
+    mark
+}
+
 impl StaticAuthority {
     /// Worker `worker`, with an optional state file.
     pub fn new(worker: u32, state: Option<PathBuf>, options: Options) -> StaticAuthority {
@@ -141,119 +174,172 @@ impl StaticAuthority {
         self.worker
     }
 
-    /// Applies the rule; also returns how long to wait before answering
-    /// (the lead of a process without a state file, see the module docs).
-    ///
-    /// What can never be granted is refused first, before any quarantine
-    /// (as the rule does: a start-up with a wrong layout fails at once).
-    fn refusal(&self, marks: &Marks, request: &GrantRequest) -> Result<(), GrantError> {
+    /// The rule's decision ([`rule::decide`]) for `request` over `marks`
+    /// at `now_ms`: worker N is the only worker ([`Policy::only_worker`]);
+    /// the namespace is registered by its marks (the layout, the longest
+    /// lead and skew any caller used); a state file's quarantine gates it.
+    /// `bare`: no state file (holders are kept, the lead is unbounded).
+    fn decide(
+        &self,
+        marks: &Marks,
+        request: &GrantRequest,
+        now_ms: u64,
+        bare: bool,
+    ) -> Result<Decision, GrantError> {
         let layout = request.layout;
-        if u64::from(self.worker) >= layout.worker_count() {
-            return Err(GrantError::Refused(format!(
-                "static worker {} does not fit in the layout's {} worker bits",
-                self.worker,
-                layout.worker_bits()
-            )));
+        let own = marks.marks.get(&key(&request.namespace, self.worker));
+        let of_namespace: Vec<&Mark> = marks
+            .marks
+            .iter()
+            .filter(|(k, _)| namespace_of(k) == Some(&request.namespace))
+            .map(|(_, m)| m)
+            .collect();
+        let registered = match own.or(of_namespace.first().copied()) {
+            None => None,
+            Some(m) => Some(Registered {
+                layout: m.layout.layout().map_err(|e| {
+                    GrantError::Unavailable(format!("static state is damaged: {e}"))
+                })?,
+                next_unused: 0,
+                max_lead_ms: of_namespace
+                    .iter()
+                    .map(|m| m.max_lead_ms)
+                    .max()
+                    .unwrap_or(0),
+                clock_skew_ms: of_namespace
+                    .iter()
+                    .map(|m| m.clock_skew_ms)
+                    .max()
+                    .unwrap_or(0),
+            }),
+        };
+        let mut workers = Workers::default();
+        if let Some(m) = own {
+            *workers.record(self.worker) = WorkerRecord {
+                holder: if bare { m.holder } else { None },
+                lease_expiry: if bare { m.lease_expiry } else { 0 },
+                high_water: m.high_water,
+                fencing: m.fencing,
+                used: m.fencing > 0,
+            };
         }
-        if let Some(w) = request.worker
-            && w != self.worker
-        {
-            return Err(GrantError::Refused(format!(
-                "this authority only grants static worker {}, not {w}",
-                self.worker
-            )));
-        }
-        if let Some(mark) = marks.marks.get(&key(&request.namespace, self.worker))
-            && mark.layout.layout().ok() != Some(layout)
-        {
-            return Err(GrantError::Refused(format!(
-                "namespace {:?} is registered with another layout",
-                request.namespace
-            )));
-        }
-        Ok(())
+        let quarantine = sidecar::recorded(&marks.store);
+        let view = View {
+            registered: registered.as_ref(),
+            workers: &workers,
+            answer: None,
+            quarantine: quarantine.as_ref().filter(|_| !bare),
+        };
+        let policy = Policy {
+            lease_grace: self.options.lease_grace_ms.div_ceil(layout.tick_ms()),
+            max_lead_ms: self.max_lead_ms(),
+            clock_skew_ms: self.options.clock_skew_ms,
+            only_worker: Some(self.worker),
+        };
+        Ok(rule::decide(
+            &view,
+            request,
+            &policy,
+            now_ms,
+            layout.tick_at(now_ms),
+        ))
     }
 
-    fn grant(
+    /// Writes what `decision` says into `marks`; returns the answer and
+    /// whether `marks` changed. A quarantine to start (a state file only)
+    /// runs until every interval the file records has ended too.
+    fn apply(
         &self,
         marks: &mut Marks,
         request: &GrantRequest,
+        decision: Decision,
+        now_ms: u64,
         bare: bool,
-    ) -> Result<(Grant, Duration), GrantError> {
-        let layout = request.layout;
-        self.refusal(marks, request)?;
-        let now = layout.tick_at(self.clock.now_ms());
-        let grace = self.options.lease_grace_ms.div_ceil(layout.tick_ms());
+    ) -> (Result<Grant, GrantError>, bool) {
         let k = key(&request.namespace, self.worker);
-        let fresh = !marks.marks.contains_key(&k);
-        let mark = marks.marks.entry(k).or_insert_with(|| Mark {
-            layout: layout.into(),
-            // Without a state file, a new process starts past what a
-            // previous one may have issued (see the module docs).
-            high_water: if bare {
-                now.saturating_add(BARE_LEAD_MS.div_ceil(layout.tick_ms()) + 1)
-            } else {
-                0
-            },
-            fencing: 0,
-            holder: None,
-            lease_expiry: 0,
-        });
-        if bare
-            && let Some(h) = mark.holder
-            && h != request.incarnation
-            && mark.lease_expiry > now
-        {
-            return Err(GrantError::Lost(format!(
-                "static worker {} of namespace {:?} is held by another generator of this \
-                 process (incarnation {h:#x}) until tick {}",
-                self.worker, request.namespace, mark.lease_expiry
-            )));
+        match decision {
+            Decision::Recorded(grant) => (Ok(grant), false),
+            Decision::Grant {
+                grant,
+                record,
+                namespace,
+                ..
+            } => {
+                let mark = register(marks, &k, namespace);
+                mark.high_water = record.high_water;
+                mark.fencing = record.fencing;
+                if bare {
+                    mark.holder = record.holder;
+                    mark.lease_expiry = record.lease_expiry;
+                }
+                (Ok(grant), true)
+            }
+            Decision::Answer {
+                error,
+                quarantine,
+                namespace,
+            } => {
+                let mut changed = false;
+                if let Some(ns) = namespace {
+                    register(marks, &k, ns);
+                    changed = true;
+                }
+                if let Some((until, why)) = quarantine.filter(|_| !bare) {
+                    let latest = marks
+                        .latest_end_ms()
+                        .max(request.layout.unix_ms_of(request.not_before));
+                    sidecar::quarantine(&mut marks.store, now_ms, latest, &self.options, why);
+                    marks.store.quarantine_until_ms = marks.store.quarantine_until_ms.max(until);
+                    changed = true;
+                }
+                (Err(error), changed)
+            }
         }
-        let lead = grantid::FIRST_GRANT_LEAD_MS.div_ceil(layout.tick_ms());
-        if request.worker.is_none()
-            && mark.fencing > 0
-            && mark.high_water > now.saturating_add(lead)
-        {
-            return Err(GrantError::Unavailable(format!(
-                "static worker {}'s high-water is {} ticks ahead of the clock (a previous \
-                 generator's grant); a first grant waits for it",
-                self.worker,
-                mark.high_water - now
-            )));
-        }
-        let start = mark.high_water.max(now).max(request.not_before);
-        let end = start
-            .saturating_add(request.duration)
-            .min(layout.timestamp_limit());
-        if start >= end {
-            return Err(GrantError::Lost(format!(
-                "static worker {} has no timestamp space left (high-water {})",
-                self.worker, mark.high_water
-            )));
-        }
-        mark.high_water = end;
-        mark.fencing += 1;
-        if bare {
-            mark.holder = Some(request.incarnation);
-            mark.lease_expiry = end.saturating_add(grace);
-        }
-        // A new process waits out its lead, so the generator starts on a
-        // grant that begins now (with its whole max_drift to use).
-        let wait = if bare && fresh {
-            Duration::from_millis((start.saturating_sub(now)).saturating_mul(layout.tick_ms()))
-        } else {
-            Duration::ZERO
+    }
+
+    /// One grant from this process's marks (no state file). A worker this
+    /// process has not used yet starts [`BARE_LEAD_MS`] plus one tick
+    /// after the clock (see the module docs): its mark is made with that
+    /// high-water, and the grant is decided once the clock has reached it
+    /// (at that high-water, if the clock it is timed by has not moved).
+    fn grant_bare(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
+        let layout = request.layout;
+        let (lead, ready_ms) = {
+            let mut marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
+            let k = key(&request.namespace, self.worker);
+            let now = layout.tick_at(self.clock.now_ms());
+            match marks.marks.contains_key(&k) {
+                true => (Duration::ZERO, 0),
+                false => {
+                    let ahead = BARE_LEAD_MS.div_ceil(layout.tick_ms()) + 1;
+                    // Made with the namespace's layout as another worker's
+                    // mark registered it, so the rule refuses another one.
+                    let registered = marks
+                        .marks
+                        .iter()
+                        .find(|(key, _)| namespace_of(key) == Some(&request.namespace))
+                        .map_or(layout.without_datacenter_bits().into(), |(_, m)| m.layout);
+                    let ns = Registered {
+                        layout: registered.layout().map_err(|e| {
+                            GrantError::Unavailable(format!("static state is damaged: {e}"))
+                        })?,
+                        next_unused: 0,
+                        max_lead_ms: 0,
+                        clock_skew_ms: 0,
+                    };
+                    register(&mut marks, &k, ns).high_water = now.saturating_add(ahead);
+                    (
+                        Duration::from_millis(ahead.saturating_mul(layout.tick_ms())),
+                        layout.unix_ms_of(now.saturating_add(ahead)),
+                    )
+                }
+            }
         };
-        let grant = Grant {
-            namespace: request.namespace.clone(),
-            worker: self.worker,
-            incarnation: request.incarnation,
-            grant_id: mark.fencing,
-            start,
-            end,
-        };
-        Ok((grant, wait))
+        std::thread::sleep(lead);
+        let mut marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
+        let now_ms = self.clock.now_ms().max(ready_ms);
+        let decision = self.decide(&marks, request, now_ms, true)?;
+        self.apply(&mut marks, request, decision, now_ms, true).0
     }
 
     fn read_marks(&self, locked: &lockfile::Locked) -> Result<(Marks, bool), GrantError> {
@@ -273,45 +359,30 @@ impl StaticAuthority {
         let (mut marks, found) = self.read_marks(&locked)?;
         let side = Sidecar::open(locked.path());
         let now_ms = self.clock.now_ms();
-        // Static grants have no bounded lead: the sidecar's end is the cap.
-        let (store, changed) = side.check(found.then_some(&marks.store), now_ms, None);
+        // The sidecar's end is believed whole (as the file authority does).
+        let (store, seen_changed) = side.check(found.then_some(&marks.store), now_ms, None);
         marks.store = store;
-        let write = |marks: &mut Marks, until_ms: u64| {
+        let decision = self.decide(&marks, request, now_ms, false)?;
+        let (answer, changed) = self.apply(&mut marks, request, decision, now_ms, false);
+        if changed || seen_changed {
             marks.store.serial += 1;
-            locked.write(&serde_json::to_vec_pretty(&*marks).unwrap_or_default())?;
-            side.record(&marks.store, until_ms);
-            Ok::<(), GrantError>(())
-        };
-        if let Err(e) = self
-            .refusal(&marks, request)
-            .and_then(|()| sidecar::gate(&marks.store, now_ms, request.worker))
-        {
-            if changed {
-                write(&mut marks, 0)?;
-            }
-            return Err(e);
+            locked.write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())?;
+            let until = answer
+                .as_ref()
+                .map_or(0, |g| request.layout.unix_ms_of(g.end));
+            side.record(&marks.store, until);
         }
-        if let Some(worker) = request.worker {
-            let high_water = marks
-                .marks
-                .get(&key(&request.namespace, worker))
-                .map_or(0, |m| m.high_water);
-            if let Some(why) = grantid::forgotten_grant(worker, request.not_before, high_water) {
-                let latest = marks
-                    .latest_end_ms()
-                    .max(request.layout.unix_ms_of(request.not_before));
-                sidecar::quarantine(&mut marks.store, now_ms, latest, &self.options, why.clone());
-                write(&mut marks, 0)?;
-                return Err(GrantError::Lost(why));
-            }
-        }
-        let (grant, _) = self.grant(&mut marks, request, false)?;
-        write(&mut marks, request.layout.unix_ms_of(grant.end))?;
-        Ok(grant)
+        answer
     }
 }
 
 impl GrantSource for StaticAuthority {
+    /// With a state file, `max_lead_ms`; without one the lead is
+    /// unbounded (nothing outlives the process to quarantine).
+    fn max_lead_ms(&self) -> Option<u64> {
+        self.state.is_some().then_some(self.options.max_lead_ms)
+    }
+
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         crate::kernel::check_namespace(&request.namespace)?;
         if self.state.is_none() && std::process::id() != self.owner_pid {
@@ -328,14 +399,7 @@ impl GrantSource for StaticAuthority {
             return Ok(g.clone());
         }
         let grant = match &self.state {
-            None => {
-                let (grant, wait) = {
-                    let mut marks = process_marks().lock().unwrap_or_else(|p| p.into_inner());
-                    self.grant(&mut marks, request, true)?
-                };
-                std::thread::sleep(wait);
-                grant
-            }
+            None => self.grant_bare(request)?,
             Some(path) => self.grant_from_file(path, request)?,
         };
         memory
@@ -396,6 +460,39 @@ impl Authority for StaticAuthority {
         Ok(format!(
             "static state file {}: quarantine until Unix ms {until}: no grant before it",
             path.display()
+        ))
+    }
+
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        let Some(path) = &self.state else {
+            return Ok(None);
+        };
+        let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
+        let (marks, _) = self.read_marks(&locked).map_err(unavailable)?;
+        Ok(sidecar::recorded(&marks.store))
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let Some(path) = &self.state else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "static worker without a state file: it keeps no quarantine",
+            ));
+        };
+        let locked = lockfile::lock(path, self.options.timeout).map_err(unavailable)?;
+        let (mut marks, _) = self.read_marks(&locked).map_err(unavailable)?;
+        let side = Sidecar::open(locked.path());
+        let was = sidecar::lift(&mut marks.store);
+        marks.store.serial += 1;
+        locked
+            .write(&serde_json::to_vec_pretty(&marks).unwrap_or_default())
+            .map_err(unavailable)?;
+        side.record(&marks.store, 0);
+        let store = format!("static state file {}", path.display());
+        Ok(crate::kernel::lifted(
+            &store,
+            was.as_ref(),
+            self.clock.now_ms(),
         ))
     }
 

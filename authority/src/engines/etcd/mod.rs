@@ -77,6 +77,28 @@ struct StoreRecord {
     quarantine_since_ms: u64,
 }
 
+/// Writes the store record `record` if it is still as `store` read it.
+async fn put_store(
+    client: &mut Client,
+    store: &Read<StoreRecord>,
+    record: &StoreRecord,
+    what: &str,
+) -> Result<etcd_client::TxnResponse, GrantError> {
+    let txn = Txn::new()
+        .when([store.unchanged(STORE_KEY)])
+        .and_then([TxnOp::put(STORE_KEY, encode(record), None)]);
+    client.txn(txn).await.map_err(|e| unavailable(what, e))
+}
+
+/// The quarantine a store record holds.
+fn quarantine_of(s: &StoreRecord) -> grantid::rule::Quarantine {
+    grantid::rule::Quarantine {
+        until_ms: s.quarantine_until_ms,
+        since_ms: s.quarantine_since_ms,
+        reason: s.reason.clone(),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct LayoutRecord {
     timestamp_bits: u8,
@@ -589,13 +611,7 @@ impl Ctx {
             reason,
             quarantine_since_ms: old.map_or(0, |s| s.quarantine_since_ms).max(now_ms),
         };
-        let txn = Txn::new()
-            .when([store.unchanged(STORE_KEY)])
-            .and_then([TxnOp::put(STORE_KEY, encode(&record), None)]);
-        let resp = client
-            .txn(txn)
-            .await
-            .map_err(|e| unavailable("cannot write the quarantine", e))?;
+        let resp = put_store(client, store, &record, "cannot write the quarantine").await?;
         if resp.succeeded()
             && let Some(h) = resp.header()
         {
@@ -651,6 +667,7 @@ impl Ctx {
             lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
             max_lead_ms: Some(self.options.max_lead_ms),
             clock_skew_ms: self.options.clock_skew_ms,
+            only_worker: None,
         };
 
         // State loss this store shows (no record, another cluster, a
@@ -943,6 +960,46 @@ impl Authority for EtcdAuthority {
         ))
     }
 
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        let store = self
+            .call("cannot read the store record", |c| {
+                Box::pin(async move { Ok(Ctx::read_store(c).await?.0.value) })
+            })
+            .map_err(Error::from)?;
+        Ok(store.as_ref().map(quarantine_of))
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let was = self
+            .call("cannot lift the quarantine", |c| {
+                Box::pin(async move {
+                    loop {
+                        let (store, _) = Ctx::read_store(c).await?;
+                        let Some(old) = store.value.clone() else {
+                            return Ok(None);
+                        };
+                        let record = StoreRecord {
+                            quarantine_until_ms: 0,
+                            quarantine_since_ms: 0,
+                            reason: format!("lifted by the operator (was: {})", old.reason),
+                            ..old.clone()
+                        };
+                        let resp =
+                            put_store(c, &store, &record, "cannot write the store record").await?;
+                        if resp.succeeded() {
+                            return Ok(Some(quarantine_of(&old)));
+                        }
+                    }
+                })
+            })
+            .map_err(Error::from)?;
+        Ok(crate::kernel::lifted(
+            "etcd",
+            was.as_ref(),
+            self.ctx.now_ms(),
+        ))
+    }
+
     fn init_new_deployment(&self) -> Result<String, Error> {
         let report = self.init()?;
         let created = self
@@ -959,15 +1016,9 @@ impl Authority for EtcdAuthority {
                         reason: "new deployment (operator)".into(),
                         quarantine_since_ms: 0,
                     };
-                    let resp = c
-                        .txn(
-                            Txn::new()
-                                .when([store.unchanged(STORE_KEY)])
-                                .and_then([TxnOp::put(STORE_KEY, encode(&record), None)]),
-                        )
-                        .await
-                        .map_err(|e| unavailable("cannot write", e))?;
-                    Ok(resp.succeeded())
+                    Ok(put_store(c, &store, &record, "cannot write")
+                        .await?
+                        .succeeded())
                 })
             })
             .map_err(Error::from)?;

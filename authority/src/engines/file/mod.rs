@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use grantid::{
-    Allocator, Clock, Error, Grant, GrantError, GrantRequest, GrantSource, NamespaceRecord,
+    Allocator, Claim, Clock, Error, Grant, GrantError, GrantRequest, GrantSource, NamespaceRecord,
     SystemClock, WorkerRecord, Workers,
 };
 use serde::{Deserialize, Serialize};
@@ -289,16 +289,25 @@ impl FileAuthority {
 }
 
 /// The forgotten-grant check ([`grantid::forgotten_grant`]) of a renewal
-/// against the file's high-water for the worker.
-fn forgotten(state: &State, request: &GrantRequest) -> Option<String> {
-    let worker = request.worker?;
+/// against the file's high-water for the worker, bounded by the file's
+/// lead and skew at `now` (ticks).
+fn forgotten(state: &State, request: &GrantRequest, options: &Options, now: u64) -> Claim {
+    let Some(worker) = request.worker else {
+        return Claim::Consistent;
+    };
     let high_water = state
         .alloc
         .namespaces
         .get(&request.namespace)
         .and_then(|ns| ns.workers.get(worker))
         .map_or(0, |w| w.high_water);
-    grantid::forgotten_grant(worker, request.not_before, high_water)
+    let bound = grantid::evidence_bound(
+        now,
+        Some(options.max_lead_ms),
+        options.clock_skew_ms,
+        request.layout.tick_ms(),
+    );
+    grantid::forgotten_grant(worker, request.not_before, high_water, bound)
 }
 
 /// The latest end (Unix ms) of any interval the file records as granted.
@@ -353,8 +362,9 @@ impl GrantSource for FileAuthority {
         let answer = if !replay && !another_layout {
             match sidecar::gate(&state.store, now_ms, request.worker) {
                 Err(e) => Err(e),
-                Ok(()) => match forgotten(&state, request) {
-                    Some(why) => {
+                Ok(()) => match forgotten(&state, request, &self.options, layout.tick_at(now_ms)) {
+                    Claim::Impossible(why) => Err(GrantError::Lost(why)),
+                    Claim::Forgotten(why) => {
                         let latest = layout
                             .unix_ms_of(request.not_before)
                             .max(latest_end_ms(&state));
@@ -368,7 +378,7 @@ impl GrantSource for FileAuthority {
                         self.write(&locked, &mut state, &side, 0)?;
                         return Err(GrantError::Lost(why));
                     }
-                    None => state.alloc.allocate(request, layout.tick_at(now_ms)),
+                    Claim::Consistent => state.alloc.allocate(request, layout.tick_at(now_ms)),
                 },
             }
         } else {
@@ -435,6 +445,24 @@ impl Authority for FileAuthority {
             self.path.display(),
             self.options.max_lead_ms,
             self.options.clock_skew_ms
+        ))
+    }
+
+    fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
+        let (_locked, state, _) = self.lock().map_err(unavailable)?;
+        Ok(sidecar::recorded(&state.store))
+    }
+
+    fn lift_quarantine(&self) -> Result<String, Error> {
+        let (locked, mut state, side) = self.lock().map_err(unavailable)?;
+        let was = sidecar::lift(&mut state.store);
+        self.write(&locked, &mut state, &side, 0)
+            .map_err(unavailable)?;
+        let store = format!("state file {}", self.path.display());
+        Ok(crate::kernel::lifted(
+            &store,
+            was.as_ref(),
+            self.clock.now_ms(),
         ))
     }
 

@@ -912,8 +912,11 @@ fn calls_dropped_before_their_answer_are_counted_cancelled() {
     let url = format!("grpc://127.0.0.1:{port}");
     let via = grantid_authority::from_url(&url).unwrap();
     let namespace = registered_namespace(&pg, via.as_ref(), "cancelled");
+    // Connected before the session is taken, so that the call the client
+    // gives up on reaches the server well within its deadline.
+    let impatient = grantid_authority::open(&format!("{url}?timeout_ms=1500")).unwrap();
+    impatient.status(Some(&namespace)).unwrap();
     let (lock, stuck) = stuck_in_the_store(&pg, &url, &namespace);
-    let impatient = grantid_authority::from_url(&format!("{url}?timeout_ms=1000")).unwrap();
     let mut r = grant_request(3, None, 0);
     r.namespace = namespace.clone();
     let gave_up = impatient.acquire(&r);
@@ -1455,7 +1458,7 @@ fn sighup_reloads_the_certificate_while_a_client_keeps_calling() {
     let mut srv = tls_server(&dir, port, (&cert, &key), &[]);
     let url = |ca: &PathBuf| {
         format!(
-            "grpcs://127.0.0.1:{port}?timeout_ms=500&tls_ca={}",
+            "grpcs://127.0.0.1:{port}?timeout_ms=2000&tls_ca={}",
             path(ca)
         )
     };

@@ -25,12 +25,28 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// Ports [`free_port`] picks from: below Linux's ephemeral range
+/// (32768-60999), where the many outgoing connections of the tests take
+/// their local ports, so none of them can take a port a server is about
+/// to bind.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A port nothing listens on now, from [`TEST_PORTS`], different for each
+/// call of one process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    let seed = RandomState::new().hash_one(std::process::id()) % span;
+    loop {
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        assert!(n < span, "no free port in {TEST_PORTS:?}");
+        let port = TEST_PORTS.start + u16::try_from((seed + n * 7_919) % span).unwrap();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Writes `text` to `dir/name` at once (a rename), as a deployment
@@ -52,7 +68,7 @@ pub fn serve(dir: &Path, port: u16, url: &str, args: &[&str]) -> Child {
 
 /// [`serve`] with its log (stderr) to `log`.
 pub fn serve_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Child {
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--authority", url])
         .args(["--namespace", "server-own"])
@@ -67,6 +83,11 @@ pub fn serve_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Chil
     while !TcpStream::connect(("127.0.0.1", port))
         .is_ok_and(|s| s.local_addr().ok() != s.peer_addr().ok())
     {
+        // (a server that exited, its port taken meanwhile, say, fails the
+        // test at once rather than be mistaken for whatever listens there)
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the server on port {port} exited before it listened: {status}");
+        }
         assert!(Instant::now() < deadline, "the server did not listen");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -195,6 +195,26 @@ impl Authority for Datacenter {
         self.inner.worker_status(namespace, worker)
     }
 
+    /// In the backend's terms: the datacenter's worker in the reduced
+    /// layout. A request this wrapper refuses never reaches the backend:
+    /// no claim of it is weighed (`Ok(None)`).
+    fn renewal_high_water(&self, request: &GrantRequest) -> Result<Option<u64>, Error> {
+        let Some(worker) = request.worker else {
+            return Ok(None);
+        };
+        let (Ok(layout), Ok(worker)) = (
+            local_layout(&request.layout, self.datacenter),
+            self.local_worker(&request.layout, worker),
+        ) else {
+            return Ok(None);
+        };
+        self.inner.renewal_high_water(&GrantRequest {
+            worker: Some(worker),
+            layout,
+            ..request.clone()
+        })
+    }
+
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
         self.inner.quarantine()
     }
@@ -272,6 +292,9 @@ mod tests {
                 format!("worker {worker} of {namespace}"),
             ))
         }
+        fn renewal_high_water(&self, request: &GrantRequest) -> Result<Option<u64>, Error> {
+            Ok(request.worker.map(u64::from))
+        }
         fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
             Ok(Some(grantid::rule::Quarantine {
                 until_ms: 9,
@@ -293,18 +316,17 @@ mod tests {
             .unwrap()
             .with_datacenter_bits(5)
             .unwrap();
-        let grant = dc
-            .acquire(&GrantRequest {
-                namespace: "ns".into(),
-                incarnation: 7,
-                request_id: 1,
-                worker: None,
-                not_before: 100,
-                now: 100,
-                duration: 50,
-                layout,
-            })
-            .unwrap();
+        let request = GrantRequest {
+            namespace: "ns".into(),
+            incarnation: 7,
+            request_id: 1,
+            worker: None,
+            not_before: 100,
+            now: 100,
+            duration: 50,
+            layout,
+        };
+        let grant = dc.acquire(&request).unwrap();
         // Backend worker 3 of datacenter 2: 2 << 5 | 3.
         assert_eq!((grant.worker, grant.grant_id), (67, 41));
         dc.release(&grant);
@@ -323,6 +345,18 @@ mod tests {
             dc.worker_status("ns", 4).unwrap_err().message(),
             "worker 4 of ns"
         );
+        // Datacenter 2's worker 67 is the backend's worker 3.
+        let renewal = GrantRequest {
+            worker: Some(67),
+            not_before: 200,
+            ..GrantRequest::clone(&request)
+        };
+        assert_eq!(dc.renewal_high_water(&renewal).unwrap(), Some(3));
+        let elsewhere = GrantRequest {
+            worker: Some(3),
+            ..renewal
+        };
+        assert_eq!(dc.renewal_high_water(&elsewhere).unwrap(), None);
         assert_eq!(dc.quarantine().unwrap().unwrap().reason, "marked");
         assert_eq!(dc.lift_quarantine().unwrap(), "lifted");
     }

@@ -4,7 +4,7 @@
 //! a backend; the registry (`registry.rs`) is the only module that knows
 //! them all.
 
-use grantid::{Error, GrantSource, Layout};
+use grantid::{Error, GrantRequest, GrantSource, Layout};
 
 /// One worker record of an authority.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,31 @@ pub trait Authority: GrantSource {
             .status(Some(namespace))?
             .into_iter()
             .find(|w| w.worker == worker))
+    }
+
+    /// The high-water a claim in the renewal `request` is weighed against:
+    /// its `not_before` beyond it claims that the store lost a grant.
+    /// `Ok(None)` when `request` renews nothing. Fails closed: a record in
+    /// another layout than the request's (the store refuses the request)
+    /// or no record at all answers `Some(0)`, beyond which every claim
+    /// lies. A wrapper that maps workers or layouts answers in the
+    /// request's terms (`datacenter=N`).
+    fn renewal_high_water(&self, request: &GrantRequest) -> Result<Option<u64>, Error> {
+        let Some(worker) = request.worker else {
+            return Ok(None);
+        };
+        // The fields every store's record shows (not all show the split,
+        // which the store checks itself before it weighs a claim).
+        let fields = |l: &Layout| {
+            let bits = (l.timestamp_bits(), l.worker_bits(), l.sequence_bits());
+            (bits, l.epoch_ms(), l.tick_ms())
+        };
+        Ok(Some(
+            match self.worker_status(&request.namespace, worker)? {
+                Some(r) if fields(&r.layout) == fields(&request.layout) => r.high_water,
+                _ => 0,
+            },
+        ))
     }
 
     /// Like [`Authority::init`], and declares the store new: if it holds no

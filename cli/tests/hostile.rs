@@ -27,7 +27,13 @@ fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
-fn request(namespace: &str, request_id: u64, worker: Option<u32>, not_before: u64) -> GrantRequest {
+fn request(
+    layout: Layout,
+    namespace: &str,
+    request_id: u64,
+    worker: Option<u32>,
+    not_before: u64,
+) -> GrantRequest {
     GrantRequest {
         namespace: namespace.into(),
         incarnation: 0x5eed_0000_0000_0001,
@@ -36,26 +42,23 @@ fn request(namespace: &str, request_id: u64, worker: Option<u32>, not_before: u6
         not_before,
         now: 0,
         duration: 1_000,
-        layout: Layout::default(),
+        layout,
     }
 }
 
 /// IDs of `n` asked for by a new generator of `namespace` on `url`.
-fn ids_issued(url: &str, namespace: &str, n: usize) -> usize {
-    let generator = match Generator::builder(
-        Layout::default(),
-        namespace,
-        grantid_authority::from_url(url).unwrap(),
-    )
-    .startup_timeout(Duration::from_secs(5))
-    .start()
-    {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("{namespace}: no start: {e}");
-            return 0;
-        }
-    };
+fn ids_issued(layout: Layout, url: &str, namespace: &str, n: usize) -> usize {
+    let generator =
+        match Generator::builder(layout, namespace, grantid_authority::from_url(url).unwrap())
+            .startup_timeout(Duration::from_secs(5))
+            .start()
+        {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("{namespace}: no start: {e}");
+                return 0;
+            }
+        };
     let issued = (0..n).filter(|_| generator.next_id().is_ok()).count();
     generator.close();
     issued
@@ -71,6 +74,12 @@ fn assert_not_evidence(what: &str, answer: Result<grantid::Grant, GrantError>) {
 /// The three claims against a server on the authority `url`; another
 /// tenant's IDs before and after.
 fn one_tenant_cannot_stop_another(engine: &str, url: &str) {
+    claims_through_a_server(engine, url, Layout::default(), &[]);
+}
+
+/// [`one_tenant_cannot_stop_another`] with clients of `layout` and the
+/// server's `args`; a scoped tenant's plain renewal is granted first.
+fn claims_through_a_server(engine: &str, url: &str, layout: Layout, args: &[&str]) {
     let dir = scratch(&format!("hostile-{engine}"));
     let ca = Ca::new("grantid hostile CA");
     let (cert, key) = ca.issue(&dir, "server", &["127.0.0.1"]);
@@ -94,7 +103,10 @@ fn one_tenant_cannot_stop_another(engine: &str, url: &str) {
             &path(&key),
             "--token-file",
             &path(&tokens),
-        ],
+        ]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>(),
     );
     let via = |name: &str, token: &str| {
         let file = put(&dir, name, token);
@@ -106,23 +118,29 @@ fn one_tenant_cannot_stop_another(engine: &str, url: &str) {
     };
     let orders = via("orders.token", ORDERS);
     assert_eq!(
-        ids_issued(&orders, &orders_ns, 1_000),
+        ids_issued(layout, &orders, &orders_ns, 1_000),
         1_000,
         "{engine}: before"
     );
 
     let tenant = grantid_authority::from_url(&via("tenant.token", TENANT)).unwrap();
-    let held = tenant.acquire(&request(&tenant_ns, 1, None, 0)).unwrap();
-    let last_tick = Layout::default().timestamp_limit() - 1;
-    let far = request(&tenant_ns, 2, Some(held.worker), last_tick);
+    let held = tenant
+        .acquire(&request(layout, &tenant_ns, 1, None, 0))
+        .unwrap();
+    let renewal = request(layout, &tenant_ns, 5, Some(held.worker), held.end);
+    let held = tenant
+        .acquire(&renewal)
+        .unwrap_or_else(|e| panic!("{engine}: a scoped renewal within the high-water: {e:?}"));
+    let last_tick = layout.timestamp_limit() - 1;
+    let far = request(layout, &tenant_ns, 2, Some(held.worker), last_tick);
     let scoped_far = tenant.acquire(&far);
-    let near = request(&tenant_ns, 3, Some(held.worker), held.end + 1);
+    let near = request(layout, &tenant_ns, 3, Some(held.worker), held.end + 1);
     let scoped_near = tenant.acquire(&near);
     let admin = grantid_authority::from_url(&via("admin.token", ADMIN)).unwrap();
-    let far = request(&tenant_ns, 4, Some(held.worker), last_tick);
+    let far = request(layout, &tenant_ns, 4, Some(held.worker), last_tick);
     let unscoped_far = admin.acquire(&far);
 
-    let after = ids_issued(&orders, &orders_ns, 1_000);
+    let after = ids_issued(layout, &orders, &orders_ns, 1_000);
     eprintln!("{engine}: IDs of another namespace after the claims: {after} of 1000");
     assert_not_evidence("a scoped claim from the last tick", scoped_far);
     assert_not_evidence("a scoped claim within the bound", scoped_near);
@@ -145,6 +163,36 @@ fn file() {
     let url = format!("file:{}", dir.join("state.json").display());
     one_tenant_cannot_stop_another("file", &url);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The server's authority restricted to one datacenter: a scoped claim is
+/// weighed against the datacenter's worker in the store, where the store
+/// keeps it (datacenter 0: the worker values agree, the layouts do not).
+#[test]
+fn file_behind_a_datacenter() {
+    let layout = Layout::default().with_datacenter_bits(2).unwrap();
+    for datacenter in [0, 1] {
+        let dir = scratch(&format!("hostile-dc-{datacenter}"));
+        let url = format!(
+            "file:{}?datacenter={datacenter}",
+            dir.join("state.json").display()
+        );
+        claims_through_a_server("file", &url, layout, &["--datacenter-bits", "2"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn postgres_behind_a_datacenter() {
+    if let Some(url) = service_url("GRANTID_TEST_POSTGRES_URL") {
+        let layout = Layout::default().with_datacenter_bits(2).unwrap();
+        let url = format!("{url}?datacenter=3");
+        // The server's own namespace in the split (a shared store holds
+        // `server-own` unsplit).
+        let own = unique("server-dc");
+        let args = ["--datacenter-bits", "2", "--namespace", &own];
+        claims_through_a_server("postgres", &url, layout, &args);
+    }
 }
 
 #[test]

@@ -170,15 +170,9 @@ impl GrantForwarder {
 /// claim within it when read is within it when the store decides.
 fn forward(a: &dyn Authority, request: &GrantRequest, scoped: bool) -> Result<Grant, GrantError> {
     if let (true, Some(worker)) = (scoped, request.worker) {
-        let record = a
-            .worker_status(&request.namespace, worker)
+        let high_water = a
+            .renewal_high_water(request)
             .map_err(|e| GrantError::Unavailable(e.message().to_owned()))?;
-        let layout = request.layout.without_datacenter_bits();
-        let high_water = match &record {
-            Some(r) if r.layout != layout => None,
-            Some(r) => Some(r.high_water),
-            None => Some(0),
-        };
         if let Some(high_water) = high_water.filter(|h| request.not_before > *h) {
             telemetry::claim_refused("scoped");
             log::warn!(

@@ -71,7 +71,12 @@ pub fn serve_logging_to(port: u16, url: &str, args: &[&str], log: Stdio) -> Chil
     let mut child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--authority", url])
-        .args(["--namespace", "server-own"])
+        .args(
+            Some(["--namespace", "server-own"])
+                .filter(|_| !args.contains(&"--namespace"))
+                .into_iter()
+                .flatten(),
+        )
         .args(args)
         .stdout(Stdio::null())
         .stderr(log)

@@ -616,3 +616,63 @@ fn revoked_tokens_stop_within_the_reload_bound() {
     );
     drop(server);
 }
+
+/// Revoking a token takes from its connections the trust they had: at
+/// the per-peer cap, two connections trusted by a token, answering pings
+/// and calling no more, kept out the holder of another token; once the
+/// token is revoked, that holder's connection closes the oldest of them.
+#[test]
+fn a_revoked_tokens_connections_make_room() {
+    let both = format!("{TOKEN}\n{LEAKED}\n");
+    let mut setup = tls_setup("limits-revoke-room", &both);
+    setup
+        .args
+        .extend(["--max-connections-per-peer".to_owned(), "2".to_owned()]);
+    let (server, port, ca, _) = setup.start();
+    let config = tls_client(&ca);
+    let answered = |conn: &mut h2::Conn<Tls>| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            match conn.next(Duration::from_millis(200)) {
+                Ok(Some(f)) if f.kind == h2::HEADERS => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    };
+    let limits = "/grantid.v1.GrantService/Limits";
+    let mut leaked: Vec<h2::Conn<Tls>> = (0..2)
+        .map(|_| {
+            let mut conn = tls_h2(port, &config);
+            unary(&mut conn, 1, limits, Some(LEAKED));
+            assert!(answered(&mut conn), "a call with the leaked token");
+            conn
+        })
+        .collect();
+    let kept = grpcs(&server.dir, port, &ca, TOKEN);
+    assert!(
+        call(&kept).is_err(),
+        "the peer's cap holds two trusted connections"
+    );
+
+    put(&server.dir, "tokens", &format!("{TOKEN}\n"));
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while !server
+        .log()
+        .contains("event=connections_distrusted connections=2")
+    {
+        assert!(Instant::now() < deadline, "no revocation: {}", server.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    call(&kept).unwrap_or_else(|e| panic!("the other token's call after the revocation: {e}"));
+    assert!(
+        leaked[0].closed_within(SLACK),
+        "the oldest distrusted connection stayed"
+    );
+    assert!(
+        leaked[1].answers_ping(),
+        "a distrusted connection is closed only to make room"
+    );
+    drop(server);
+}

@@ -125,6 +125,9 @@ pub(crate) struct Reloaded {
     pub skipped: Vec<String>,
     /// Why no token is valid, when none is.
     pub none: Option<String>,
+    /// Whether a token valid before is not now: the connections it made
+    /// trusted are trusted no more (`crate::conns::Conns::distrust_all`).
+    pub revoked: bool,
 }
 
 impl Reloaded {
@@ -197,14 +200,19 @@ impl Tokens {
             ),
         };
         let tokens = entries.len();
-        match self.current.write() {
-            Ok(mut current) => *current = Arc::new(entries),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(entries),
-        }
+        let was = {
+            let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+            std::mem::replace(&mut *current, Arc::new(entries))
+        };
+        let now = self.entries();
+        let revoked = was
+            .iter()
+            .any(|old| !now.iter().any(|e| e.token == old.token));
         Reloaded {
             tokens,
             skipped,
             none,
+            revoked,
         }
     }
 

@@ -83,6 +83,9 @@ pub(crate) struct Conn {
     peer: IpAddr,
     accepted: Instant,
     stage: AtomicU8,
+    /// Trusted once, until a token was revoked ([`Conns::distrust_all`]):
+    /// not closed for its age.
+    demoted: AtomicBool,
     killed: AtomicBool,
     /// The task that reads the connection, woken when it is killed.
     reader: AtomicWaker,
@@ -231,6 +234,7 @@ impl Conns {
             peer,
             accepted: Instant::now(),
             stage: AtomicU8::new(if tls { HANDSHAKE } else { OPEN }),
+            demoted: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             reader: AtomicWaker::new(),
         });
@@ -279,23 +283,48 @@ impl Conns {
         self.registry().remove(conn.id);
     }
 
+    /// Trusts no connection any more (a token was revoked, and the calls
+    /// that made a connection trusted may have carried it): at a cap, each
+    /// is closed to make room as the oldest untrusted ones are, until a
+    /// call with a valid token trusts it again; none is closed for its age.
+    /// Returns how many were trusted.
+    pub fn distrust_all(&self) -> usize {
+        let mut r = self.registry();
+        let trusted: Vec<(u64, IpAddr)> = r
+            .held
+            .values()
+            .filter(|c| c.stage.load(Ordering::Acquire) == TRUSTED)
+            .map(|c| {
+                c.demoted.store(true, Ordering::Release);
+                c.stage.store(OPEN, Ordering::Release);
+                (c.id, c.peer)
+            })
+            .collect();
+        for &(id, peer) in &trusted {
+            r.untrusted.insert(id);
+            if let Some(p) = r.peers.get_mut(&peer) {
+                p.untrusted.insert(id);
+            }
+        }
+        trusted.len()
+    }
+
     /// Closes the connections not trusted within the first-call timeout;
     /// returns how many.
     pub fn sweep(&self, now: Instant) -> usize {
         let mut r = self.registry();
-        let mut n = 0;
-        while let Some(&id) = r.untrusted.first() {
-            let due = r
-                .held
-                .get(&id)
-                .is_none_or(|c| now.duration_since(c.accepted) >= self.limits.first_call);
-            if !due {
-                break;
+        let mut due = Vec::new();
+        for &id in &r.untrusted {
+            match r.held.get(&id) {
+                Some(c) if c.demoted.load(Ordering::Acquire) => continue,
+                Some(c) if now.duration_since(c.accepted) < self.limits.first_call => break,
+                _ => due.push(id),
             }
-            r.evict(id, Reason::NoCall);
-            n += 1;
         }
-        n
+        for &id in &due {
+            r.evict(id, Reason::NoCall);
+        }
+        due.len()
     }
 
     /// How many connections are held.
@@ -479,6 +508,27 @@ mod tests {
         let mapped = IpAddr::V6(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
         assert_eq!(held(&c, mapped).unwrap_err(), Reason::Peer);
         held(&c, B).unwrap();
+    }
+
+    /// A revoked token's connections stay open but hold no place: the
+    /// next connection at the cap closes the oldest of them.
+    #[test]
+    fn distrusted_connections_make_room_and_are_not_swept() {
+        let conns = conns(2, 2);
+        let a = A;
+        let (a1, a2) = (held(&conns, a).unwrap(), held(&conns, a).unwrap());
+        a1.info().trust();
+        a2.info().trust();
+        assert_eq!(held(&conns, a).err(), Some(Reason::Peer));
+        assert_eq!(conns.distrust_all(), 2);
+        let later = Instant::now() + Duration::from_secs(3_600);
+        assert_eq!(conns.sweep(later), 0, "swept for their age");
+        let a3 = held(&conns, a).unwrap();
+        assert!(a1.killed() && !a2.killed());
+        // Trusted again by a valid call: it keeps its place.
+        a2.info().trust();
+        a3.info().trust();
+        assert_eq!(held(&conns, a).err(), Some(Reason::Peer));
     }
 
     #[test]

@@ -363,6 +363,8 @@ pub async fn run(
         config.max_connections_per_peer,
         config.first_call_timeout,
     )?;
+    let watched =
+        secure::Watched::before_reading(config.tls.as_ref(), config.token_file.as_deref());
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(secure::Tls::load(files)?)),
         None => None,
@@ -499,20 +501,22 @@ pub async fn run(
         config.tls.as_ref().is_some_and(|t| t.client_ca.is_some()),
         tokens.as_ref().map_or(0, |t| t.len()),
     );
-    let reloader = (tls.is_some() || tokens.is_some()).then(|| {
-        tokio::spawn(secure::reload_loop(
-            tls.clone(),
-            tokens.clone(),
-            hangup,
-            stop_rx.clone(),
-        ))
-    });
     log::info!(
         target: "grantid_server",
         "event=connection_limits connections={} per_peer={} handshakes={} first_call_ms={}",
         limits.connections, limits.per_peer, limits.handshakes, limits.first_call.as_millis()
     );
     let conns = Arc::new(conns::Conns::new(limits));
+    let reloader = (tls.is_some() || tokens.is_some()).then(|| {
+        tokio::spawn(secure::reload_loop(
+            watched,
+            tls.clone(),
+            tokens.clone(),
+            Arc::clone(&conns),
+            hangup,
+            stop_rx.clone(),
+        ))
+    });
     let sweeper = tokio::spawn(conns::sweep_loop(Arc::clone(&conns)));
     let incoming = accept::incoming(listener, tls, conns, TCP_KEEPALIVE);
     let serve = router.serve_with_incoming_shutdown(incoming, drain);

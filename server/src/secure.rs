@@ -178,31 +178,62 @@ fn reload_due<T: PartialEq>(signalled: bool, loaded: &T, before: &T, now: &T) ->
     signalled || (now != loaded && now == before)
 }
 
+/// The files [`reload_loop`] watches, with their stamps taken before the
+/// server first read them: a file changed while the server starts is read
+/// again once it has stayed still.
+#[derive(Debug)]
+pub(crate) struct Watched {
+    tls_files: Vec<PathBuf>,
+    token_files: Vec<PathBuf>,
+    tls_seen: Vec<Stamp>,
+    tokens_seen: Vec<Stamp>,
+}
+
+fn stamps(files: &[PathBuf]) -> Vec<Stamp> {
+    files.iter().map(|f| stamp(f)).collect()
+}
+
+impl Watched {
+    /// Stamps the files of `tls` and `token_file`; call it before reading
+    /// them.
+    pub fn before_reading(tls: Option<&TlsFiles>, token_file: Option<&Path>) -> Watched {
+        let tls_files: Vec<PathBuf> = tls.map_or_else(Vec::new, |t| {
+            [Some(&t.cert), Some(&t.key), t.client_ca.as_ref()]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect()
+        });
+        let token_files: Vec<PathBuf> = token_file.iter().map(|p| p.to_path_buf()).collect();
+        Watched {
+            tls_seen: stamps(&tls_files),
+            tokens_seen: stamps(&token_files),
+            tls_files,
+            token_files,
+        }
+    }
+}
+
 /// Reloads the certificates and the tokens on SIGHUP (`hangup`, both) and
 /// when one of their files has changed and then stayed still for one
 /// check ([`reload_due`]), until `stop`. A failed reload of the
 /// certificates keeps what is in use and logs why; the tokens fail closed
-/// (`auth::Tokens::reload`).
+/// (`auth::Tokens::reload`), and when one was revoked no connection of
+/// `conns` stays trusted.
 pub(crate) async fn reload_loop(
+    watched: Watched,
     tls: Option<Arc<Tls>>,
     tokens: Option<Arc<crate::auth::Tokens>>,
+    conns: Arc<crate::conns::Conns>,
     mut hangup: Option<tokio::signal::unix::Signal>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let tls_files: Vec<PathBuf> = tls.as_ref().map_or_else(Vec::new, |t| {
-        [
-            Some(&t.files.cert),
-            Some(&t.files.key),
-            t.files.client_ca.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect()
-    });
-    let token_files: Vec<PathBuf> = tokens.iter().map(|t| t.path.clone()).collect();
-    let stamps = |files: &[PathBuf]| files.iter().map(|f| stamp(f)).collect::<Vec<_>>();
-    let (mut tls_seen, mut tokens_seen) = (stamps(&tls_files), stamps(&token_files));
+    let Watched {
+        tls_files,
+        token_files,
+        mut tls_seen,
+        mut tokens_seen,
+    } = watched;
     let (mut tls_before, mut tokens_before) = (tls_seen.clone(), tokens_seen.clone());
     let mut tick = tokio::time::interval(FILE_CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -231,7 +262,16 @@ pub(crate) async fn reload_loop(
             && reload_due(signalled, &tokens_seen, &tokens_before, &tokens_now)
         {
             tokens_seen = tokens_now.clone();
-            t.reload().report();
+            let reloaded = t.reload();
+            reloaded.report();
+            if reloaded.revoked {
+                let n = conns.distrust_all();
+                log::info!(
+                    target: "grantid_server",
+                    "event=connections_distrusted connections={n} note=\"a token was revoked: \
+                     each connection is trusted again by its next call with a valid token\""
+                );
+            }
         }
         (tls_before, tokens_before) = (tls_now, tokens_now);
     }

@@ -32,21 +32,48 @@ impl WorkerStatus {
     }
 }
 
-/// The namespace check of the generator's builder
-/// ([`grantid::check_namespace`]), for requests that reach an authority
-/// directly (a host's own grant loop): a name no authority can store is a
-/// permanent refusal, never a retry. (A `grpc://` server checks its own.)
-#[cfg(any(
-    feature = "file",
-    feature = "static",
-    feature = "postgres",
-    feature = "redis",
-    feature = "mysql",
-    feature = "etcd"
-))]
-pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
-    grantid::check_namespace(namespace)
-        .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
+/// Items only the engines that store grants use (none is built without
+/// one of them): their features, listed once.
+macro_rules! for_stores {
+    ($($item:item)*) => {$(
+        #[cfg(any(
+            feature = "file",
+            feature = "static",
+            feature = "postgres",
+            feature = "redis",
+            feature = "mysql",
+            feature = "etcd"
+        ))]
+        $item
+    )*};
+}
+
+for_stores! {
+    /// The namespace check of the generator's builder
+    /// ([`grantid::check_namespace`]), for requests that reach an authority
+    /// directly (a host's own grant loop): a name no authority can store is a
+    /// permanent refusal, never a retry. (A `grpc://` server checks its own.)
+    pub(crate) fn check_namespace(namespace: &str) -> Result<(), grantid::GrantError> {
+        grantid::check_namespace(namespace)
+            .map_err(|e| grantid::GrantError::Refused(e.message().to_owned()))
+    }
+
+    /// The line `lift_quarantine` reports: what was lifted, or that
+    /// nothing was.
+    pub(crate) fn lifted(
+        store: &str,
+        was: Option<&grantid::rule::Quarantine>,
+        now_ms: u64,
+    ) -> String {
+        match was {
+            Some(q) if q.until_ms > now_ms || q.since_ms > 0 => format!(
+                "{store}: quarantine lifted (it ran until Unix ms {}, since Unix ms {}: {}); grants \
+                 are made again",
+                q.until_ms, q.since_ms, q.reason
+            ),
+            _ => format!("{store}: no quarantine was running; nothing changed"),
+        }
+    }
 }
 
 /// The checks of a request to an authority that stores ticks in signed
@@ -156,26 +183,6 @@ pub trait Authority: GrantSource {
     /// `pg_control_system()`. The default: nothing.
     fn limits(&self) -> Result<Vec<String>, Error> {
         Ok(Vec::new())
-    }
-}
-
-/// The line `lift_quarantine` reports: what was lifted, or that nothing was.
-#[cfg(any(
-    feature = "file",
-    feature = "static",
-    feature = "postgres",
-    feature = "redis",
-    feature = "mysql",
-    feature = "etcd"
-))]
-pub(crate) fn lifted(store: &str, was: Option<&grantid::rule::Quarantine>, now_ms: u64) -> String {
-    match was {
-        Some(q) if q.until_ms > now_ms || q.since_ms > 0 => format!(
-            "{store}: quarantine lifted (it ran until Unix ms {}, since Unix ms {}: {}); grants \
-             are made again",
-            q.until_ms, q.since_ms, q.reason
-        ),
-        _ => format!("{store}: no quarantine was running; nothing changed"),
     }
 }
 

@@ -14,7 +14,7 @@ use grantid::{ErrorKind, Generator, Layout};
 
 mod common;
 
-use common::{BIN, free_port, scratch, serve_logging_to as server_logging_to};
+use common::{BIN, Ca, free_port, scratch, serve_logging_to as server_logging_to};
 
 /// Starts `grantid serve` on `port` with a file authority at `state`, and
 /// waits until it accepts connections.
@@ -1072,42 +1072,6 @@ fn a_split_through_the_server_and_an_unsplit_layout_never_share_a_namespace() {
 }
 
 // ---------------------------------------------------------------- TLS
-
-/// A CA of a test: its certificate (PEM) and what signs with it.
-struct Ca {
-    pem: String,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut params = rcgen::CertificateParams::new(Vec::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let pem = params.self_signed(&key).unwrap().pem();
-        Ca {
-            pem,
-            issuer: rcgen::Issuer::new(params, key),
-        }
-    }
-
-    /// A certificate and its key (PEM) for `names`, written to
-    /// `dir/NAME.pem` and `dir/NAME.key`.
-    fn issue(&self, dir: &Path, name: &str, names: &[&str]) -> (PathBuf, PathBuf) {
-        let params =
-            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (
-            put(dir, &format!("{name}.pem"), &cert.pem()),
-            put(dir, &format!("{name}.key"), &key.serialize_pem()),
-        )
-    }
-}
 
 /// Waits until `done`, at most 5 s; else fails with `failure`.
 fn within_5_s(failure: &str, mut done: impl FnMut() -> bool) {

@@ -511,6 +511,19 @@ impl EtcdAuthority {
     }
 }
 
+/// Whether a failed connection's text says the peer ended it: an alert,
+/// a close read, or a write into a closed connection.
+fn closed_by_peer(text: &str) -> bool {
+    [
+        "connection closed",
+        "fatal alert",
+        "broken pipe",
+        "connection reset",
+    ]
+    .iter()
+    .any(|signal| text.contains(signal))
+}
+
 impl Ctx {
     /// A failed connection as an answer: a certificate check that failed
     /// as [`crate::tls::Reached`] says, anything else `Unavailable`.
@@ -528,18 +541,15 @@ impl Ctx {
         match crate::tls::certificate_failure(inner) {
             Some(why) => self.reached.setting_failed("etcd", format!("TLS: {why}")),
             // The member's alert arrives after the handshake (TLS 1.3):
-            // read as such, or as the close that follows it.
-            None if no_client_cert
-                && (text.contains("connection closed") || text.contains("fatal alert")) =>
-            {
-                unavailable(
-                    "cannot connect",
-                    format!(
-                        "{text} (an etcd with --client-cert-auth closes a connection without a \
+            // read as such, or as the close that follows it (seen by a
+            // read, or by a write as a broken pipe or a reset).
+            None if no_client_cert && closed_by_peer(&text) => unavailable(
+                "cannot connect",
+                format!(
+                    "{text} (an etcd with --client-cert-auth closes a connection without a \
                      client certificate: give tls_cert and tls_key)"
-                    ),
-                )
-            }
+                ),
+            ),
             None => unavailable("cannot connect", text),
         }
     }
@@ -1141,6 +1151,20 @@ mod tests {
         a.ctx.seen_revision.fetch_max(41, Ordering::AcqRel);
         assert_eq!(b.ctx.seen_revision.load(Ordering::Acquire), 41);
         assert!(Arc::ptr_eq(&a.ctx, &b.ctx));
+    }
+
+    /// A member that requires a client certificate ends the connection
+    /// after the handshake; a write that meets the close is a broken pipe
+    /// (the text a clean-clone run saw), and is read as that close too.
+    #[test]
+    fn a_close_seen_by_a_write_is_the_peers_close() {
+        let write = "transport error: hyper::Error(Io, Custom { kind: BrokenPipe, error: \
+                     \"stream closed because of a broken pipe\" }): connection error";
+        assert!(closed_by_peer(write));
+        assert!(closed_by_peer("received fatal alert: CertificateRequired"));
+        assert!(!closed_by_peer(
+            "tcp connect error: Connection refused (os error 111)"
+        ));
     }
 
     #[test]

@@ -186,6 +186,74 @@ pub trait Authority: GrantSource {
     }
 }
 
+/// The sessions an engine opened for one URL (`registry::open_sessions`):
+/// at least one.
+pub(crate) struct Sessions {
+    /// The first session.
+    pub first: Box<dyn Authority>,
+    /// The others.
+    pub more: Vec<Box<dyn Authority>>,
+}
+
+// Unused only in a build without any engine.
+#[allow(dead_code)]
+impl Sessions {
+    /// One session, whatever number was asked for: an engine whose calls
+    /// all wait on one lock (`file:`, `static:`).
+    pub fn one(first: impl Authority + 'static) -> Sessions {
+        Sessions {
+            first: Box::new(first),
+            more: Vec::new(),
+        }
+    }
+
+    /// `n` sessions (at least one), each made by `make`: each has its own
+    /// connection and shares nothing with the others.
+    pub fn each<A: Authority + 'static>(
+        n: usize,
+        mut make: impl FnMut() -> Result<A, Error>,
+    ) -> Result<Sessions, Error> {
+        let mut sessions = Sessions::one(make()?);
+        for _ in 1..n {
+            sessions.more.push(Box::new(make()?));
+        }
+        Ok(sessions)
+    }
+
+    /// `first` and `n - 1` more sessions made by `sibling` (at least one in
+    /// all), which share what `first` remembers of the store.
+    pub fn siblings<A: Authority + 'static>(first: A, n: usize, sibling: fn(&A) -> A) -> Sessions {
+        let more = (1..n)
+            .map(|_| Box::new(sibling(&first)) as Box<dyn Authority>)
+            .collect();
+        Sessions {
+            first: Box::new(first),
+            more,
+        }
+    }
+
+    /// Every session, the first first.
+    pub fn all(self) -> Vec<Box<dyn Authority>> {
+        let mut all = vec![self.first];
+        all.extend(self.more);
+        all
+    }
+}
+
+/// The error of an engine's opener given another engine's target: the
+/// registry pairs each grammar with its own opener, so this names a
+/// mistake in the table of engines.
+#[allow(dead_code)]
+pub(crate) fn not_this_engines(url: &str, engine: &str) -> Error {
+    Error::new(
+        grantid::ErrorKind::InvalidArgument,
+        format!(
+            "authority URL {:?}: not a URL of the {engine} engine",
+            crate::url::redact(url)
+        ),
+    )
+}
+
 /// The host's clock, Unix ms.
 #[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
 pub(crate) fn system_ms() -> u64 {

@@ -113,9 +113,12 @@ pub use engines::static_worker::StaticAuthority;
 pub use kernel::{Authority, WorkerStatus};
 #[cfg(any(feature = "file", feature = "static"))]
 pub use local::sidecar_path;
-pub use registry::{DEFAULT_URL, default_url, from_url, from_url_in, open, open_sessions};
+pub use registry::{
+    DEFAULT_URL, default_url, from_url, from_url_in, open, open_sessions, parse as parse_url,
+    schemes,
+};
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
-    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, SCHEMES, Scope, Target, TlsFiles,
-    default_file_path, parse as parse_url, redact, trailing_ordinal,
+    DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Scope, Target, TlsFiles, default_file_path,
+    redact, trailing_ordinal,
 };

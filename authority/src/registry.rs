@@ -1,13 +1,15 @@
-//! The registry: which backend a URL names, and how it is opened. The one
-//! module that imports every backend; backends import only the kernel
-//! (`kernel.rs`) and the shared modules below it.
+//! The registry: the table of engines ([`ENGINES`]), which engine a URL
+//! names, and how it is opened. The one module that imports every engine;
+//! engines import only the kernel (`kernel.rs`, `url.rs` and the shared
+//! modules below them). A new engine is a folder under `engines/` (its
+//! grammar `url.rs`, its `open`), a row here, a cargo feature, and a
+//! variant of [`Target`].
 
 use grantid::{Error, GrantSource};
 
 use crate::datacenter;
-use crate::kernel::Authority;
-use crate::url::{self, AuthorityUrl, Target, default_file_path};
-
+use crate::kernel::{Authority, Sessions};
+use crate::url::{self, AuthorityUrl, Options, Parts, Target, default_file_path};
 /// The default authority URL: the file authority at [`default_file_path`].
 pub const DEFAULT_URL: &str = "file:";
 
@@ -15,6 +17,186 @@ pub const DEFAULT_URL: &str = "file:";
 /// (`file:/home/me/.local/state/grantid/authority.json`).
 pub fn default_url() -> String {
     format!("file:{}", default_file_path().display())
+}
+
+/// An engine's grammar: the target of a URL of one of its schemes, with
+/// grantid's options taken into `options`.
+type Parse = fn(&Parts<'_>, &mut Options) -> Result<Target, Error>;
+
+/// An engine's opener: `sessions` sessions (at least one) of the
+/// authority a URL of its grammar names (`url` for messages).
+type Open = fn(&str, Target, Options, usize) -> Result<Sessions, Error>;
+
+/// One engine: what the registry knows of it.
+struct Engine {
+    /// Its name: its folder `engines/<name>` and its page
+    /// `docs/reference/<name>.md` (`static` is `engines/static_worker`).
+    name: &'static str,
+    /// Its schemes, the first as messages name it.
+    schemes: &'static [&'static str],
+    /// Whether its URLs are `scheme://...` (a server) or `scheme:...`.
+    server: bool,
+    /// The cargo feature that builds it.
+    feature: &'static str,
+    /// What a build needs besides the feature, for the message of a build
+    /// without it.
+    needs: &'static str,
+    /// Its grammar and opener; `None` in a build without its feature.
+    parts: Option<(Parse, Open)>,
+}
+
+/// Every engine, in the order messages list them.
+const ENGINES: &[Engine] = &[
+    Engine {
+        name: "file",
+        schemes: &["file"],
+        server: false,
+        feature: "file",
+        needs: "",
+        #[cfg(feature = "file")]
+        parts: Some((crate::engines::file::url::parse, crate::engines::file::open)),
+        #[cfg(not(feature = "file"))]
+        parts: None,
+    },
+    Engine {
+        name: "static",
+        schemes: &["static"],
+        server: false,
+        feature: "static",
+        needs: "",
+        #[cfg(feature = "static")]
+        parts: Some((
+            crate::engines::static_worker::url::parse,
+            crate::engines::static_worker::open,
+        )),
+        #[cfg(not(feature = "static"))]
+        parts: None,
+    },
+    Engine {
+        name: "postgres",
+        schemes: &["postgres", "postgresql"],
+        server: true,
+        feature: "postgres",
+        needs: "",
+        #[cfg(feature = "postgres")]
+        parts: Some((
+            crate::engines::postgres::url::parse,
+            crate::engines::postgres::open,
+        )),
+        #[cfg(not(feature = "postgres"))]
+        parts: None,
+    },
+    Engine {
+        name: "mysql",
+        schemes: &["mysql", "mariadb"],
+        server: true,
+        feature: "mysql",
+        needs: "",
+        #[cfg(feature = "mysql")]
+        parts: Some((
+            crate::engines::mysql::url::parse,
+            crate::engines::mysql::open,
+        )),
+        #[cfg(not(feature = "mysql"))]
+        parts: None,
+    },
+    Engine {
+        name: "redis",
+        schemes: &["redis", "rediss"],
+        server: true,
+        feature: "redis",
+        needs: "",
+        #[cfg(feature = "redis")]
+        parts: Some((
+            crate::engines::redis::url::parse,
+            crate::engines::redis::open,
+        )),
+        #[cfg(not(feature = "redis"))]
+        parts: None,
+    },
+    Engine {
+        name: "etcd",
+        schemes: &["etcd", "etcds"],
+        server: true,
+        feature: "etcd",
+        needs: "; it needs protoc: apt-get install protobuf-compiler",
+        #[cfg(feature = "etcd")]
+        parts: Some((crate::engines::etcd::url::parse, crate::engines::etcd::open)),
+        #[cfg(not(feature = "etcd"))]
+        parts: None,
+    },
+    Engine {
+        name: "grpc",
+        schemes: &["grpc", "grpcs"],
+        server: true,
+        feature: "grpc",
+        needs: "",
+        #[cfg(feature = "grpc")]
+        parts: Some((crate::engines::grpc::url::parse, crate::engines::grpc::open)),
+        #[cfg(not(feature = "grpc"))]
+        parts: None,
+    },
+];
+
+impl Engine {
+    /// `scheme` as messages show it: `file:`, `postgres://`.
+    fn shown(&self, scheme: &str) -> String {
+        format!("{scheme}:{}", if self.server { "//" } else { "" })
+    }
+
+    /// The grammar and opener, or why this build has none.
+    fn parts(&self, url: &str) -> Result<(Parse, Open), Error> {
+        self.parts.ok_or_else(|| {
+            url::invalid(
+                url,
+                format!(
+                    "this build has no {name} authority: build with the cargo feature `{feature}` \
+                     (for example `cargo build -p grantid-cli --features {feature}`{needs}); see \
+                     docs/reference/urls.md",
+                    name = self.name,
+                    feature = self.feature,
+                    needs = self.needs,
+                ),
+            )
+        })
+    }
+}
+
+/// Every scheme an authority URL may have, as messages and help texts list
+/// them: `file:, static:, postgres://, postgresql://, ...`.
+pub fn schemes() -> String {
+    ENGINES
+        .iter()
+        .flat_map(|e| e.schemes.iter().map(|s| e.shown(s)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The engine of `url`'s scheme, and the URL's parts.
+fn engine_of(url: &str) -> Result<(&'static Engine, Parts<'_>), Error> {
+    let (scheme, rest) = url
+        .split_once(':')
+        .ok_or_else(|| url::invalid(url, format!("no scheme (expected {})", schemes())))?;
+    let engine = ENGINES
+        .iter()
+        .find(|e| e.schemes.contains(&scheme))
+        .ok_or_else(|| {
+            url::invalid(
+                url,
+                format!("unknown scheme {scheme:?} (expected {})", schemes()),
+            )
+        })?;
+    Ok((engine, Parts { url, scheme, rest }))
+}
+
+/// Parses an authority URL by its engine's grammar. Environment variables
+/// named by `static:env:VAR` are read here.
+pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
+    let (engine, parts) = engine_of(url)?;
+    let (parse, _) = engine.parts(url)?;
+    let mut options = Options::default();
+    let target = parse(&parts, &mut options)?;
+    Ok(AuthorityUrl { target, options })
 }
 
 /// Opens the authority named by `url` (see the crate's table of URLs). Only parsing
@@ -28,71 +210,18 @@ pub fn open(url: &str) -> Result<Box<dyn Authority>, Error> {
 
 /// [`open`], restricted to `datacenter` when the URL names none.
 fn open_in(url: &str, datacenter: Option<u32>) -> Result<Box<dyn Authority>, Error> {
-    let parsed = url::parse(url)?;
-    let datacenter = parsed.options.datacenter.or(datacenter);
-    Ok(datacenter::restrict(open_backend(url, parsed)?, datacenter))
+    let (sessions, named) = open_backends(url, 1)?;
+    Ok(datacenter::restrict(sessions.first, named.or(datacenter)))
 }
 
-fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, Error> {
-    // Unused only in a build with no authority at all.
-    #[allow(unused_variables)]
-    let options = parsed.options;
-    match parsed.target {
-        #[cfg(feature = "file")]
-        Target::File(path) => Ok(Box::new(crate::engines::file::FileAuthority::new(
-            path, options,
-        ))),
-        #[cfg(feature = "static")]
-        Target::Static { worker, state } => Ok(Box::new(
-            crate::engines::static_worker::StaticAuthority::new(worker, state, options),
-        )),
-        #[cfg(feature = "postgres")]
-        Target::Postgres(u) => Ok(Box::new(crate::engines::postgres::PgAuthority::new(
-            &u, options,
-        )?)),
-        #[cfg(feature = "redis")]
-        Target::Redis(u) => Ok(Box::new(crate::engines::redis::RedisAuthority::new(
-            &u, options,
-        )?)),
-        #[cfg(feature = "grpc")]
-        Target::Grpc(addr) => Ok(Box::new(crate::engines::grpc::GrpcAuthority::new(
-            &addr, options,
-        )?)),
-        #[cfg(feature = "grpc")]
-        Target::Grpcs(spec) => Ok(Box::new(crate::engines::grpc::GrpcAuthority::new_tls(
-            url, &spec, options,
-        )?)),
-        #[cfg(feature = "mysql")]
-        Target::Mysql(u) => Ok(Box::new(crate::engines::mysql::MysqlAuthority::new(
-            &u, options,
-        )?)),
-        #[cfg(feature = "etcd")]
-        target @ (Target::Etcd(_) | Target::Etcds(..)) => Ok(Box::new(
-            crate::engines::etcd::EtcdAuthority::open(url, target, options)?,
-        )),
-        #[cfg(not(feature = "etcd"))]
-        Target::Etcd(_) | Target::Etcds(..) => Err(Error::new(
-            grantid::ErrorKind::InvalidArgument,
-            format!(
-                "authority URL {:?}: this build has no etcd authority: build with the cargo \
-                 feature `etcd` (for example `cargo build -p grantid-cli --features etcd`; it \
-                 needs protoc: apt-get install protobuf-compiler); see docs/reference/etcd.md, \
-                 \"Setup\"",
-                url::redact(url)
-            ),
-        )),
-        #[allow(unreachable_patterns)]
-        // (Only the redacted URL is shown: the parsed target holds the
-        // password.)
-        _ => Err(Error::new(
-            grantid::ErrorKind::InvalidArgument,
-            format!(
-                "authority URL {:?}: this build lacks the cargo feature of its scheme \
-                 (docs/reference/urls.md)",
-                url::redact(url)
-            ),
-        )),
-    }
+/// `n` sessions of the engine `url` names, and the URL's datacenter.
+fn open_backends(url: &str, n: usize) -> Result<(Sessions, Option<u32>), Error> {
+    let (engine, parts) = engine_of(url)?;
+    let (parse, open) = engine.parts(url)?;
+    let mut options = Options::default();
+    let target = parse(&parts, &mut options)?;
+    let datacenter = options.datacenter;
+    Ok((open(url, target, options, n.max(1))?, datacenter))
 }
 
 /// Opens `n` independent sessions of the authority named by `url` (at
@@ -110,45 +239,8 @@ fn open_backend(url: &str, parsed: AuthorityUrl) -> Result<Box<dyn Authority>, E
 /// more sessions would only wait on it: for them one session is returned,
 /// whatever `n` is.
 pub fn open_sessions(url: &str, n: usize) -> Result<Vec<Box<dyn Authority>>, Error> {
-    let parsed = url::parse(url)?;
-    let datacenter = parsed.options.datacenter;
-    let backends: Vec<Box<dyn Authority>> = match parsed.target {
-        Target::File(_) | Target::Static { .. } => vec![open_backend(url, parsed)?],
-        #[cfg(feature = "etcd")]
-        target @ (Target::Etcd(_) | Target::Etcds(..)) => with_siblings(
-            crate::engines::etcd::EtcdAuthority::open(url, target, parsed.options)?,
-            n,
-            crate::engines::etcd::EtcdAuthority::sibling,
-        ),
-        // Whether the server was once connected to (a certificate failure
-        // is `Refused` only before).
-        #[cfg(feature = "mysql")]
-        Target::Mysql(u) => with_siblings(
-            crate::engines::mysql::MysqlAuthority::new(&u, parsed.options)?,
-            n,
-            crate::engines::mysql::MysqlAuthority::sibling,
-        ),
-        // No process-side state beyond the connection.
-        _ => (0..n.max(1))
-            .map(|_| open_backend(url, url::parse(url)?))
-            .collect::<Result<_, _>>()?,
-    };
-    Ok(datacenter::restrict_all(backends, datacenter))
-}
-
-/// `first` and `n - 1` more sessions made by `sibling` (at least one in
-/// all), which share what `first` remembers of the store.
-#[cfg(any(feature = "etcd", feature = "mysql"))]
-fn with_siblings<A: Authority + 'static>(
-    first: A,
-    n: usize,
-    sibling: fn(&A) -> A,
-) -> Vec<Box<dyn Authority>> {
-    let mut all: Vec<Box<dyn Authority>> = (1..n.max(1))
-        .map(|_| Box::new(sibling(&first)) as Box<dyn Authority>)
-        .collect();
-    all.insert(0, Box::new(first));
-    all
+    let (sessions, datacenter) = open_backends(url, n)?;
+    Ok(datacenter::restrict_all(sessions.all(), datacenter))
 }
 
 /// Opens the authority named by `url` as a [`GrantSource`]: the entry point
@@ -164,4 +256,275 @@ pub fn from_url(url: &str) -> Result<Box<dyn GrantSource>, Error> {
 pub fn from_url_in(url: &str, datacenter: Option<u32>) -> Result<Box<dyn GrantSource>, Error> {
     let authority: Box<dyn GrantSource> = open_in(url, datacenter)?;
     Ok(authority)
+}
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use grantid::ErrorKind;
+
+    use super::*;
+    use crate::url::{GRANTID_OPTIONS, TlsFiles, apply_option};
+
+    #[test]
+    fn a_targets_debug_shows_no_secret() {
+        for url in [
+            "postgres://app:s3cret@db/grantid?sslkey=/secret/k.pem",
+            "rediss://:s3cret@r:6380/0?tls_key=/secret/k.pem",
+            "grpcs://h:9?tls_key=/secret/k.pem&token_file=/secret/t",
+            "mysql://app:s3cret@db/grantid?ssl-key=/secret/k.pem",
+            "etcds://h:2379?tls_key=/secret/k.pem",
+        ] {
+            let shown = format!("{:?}", parse(url).unwrap().target);
+            assert!(!shown.contains("s3cret"), "{url}: {shown}");
+            assert!(!shown.contains("/secret/"), "{url}: {shown}");
+        }
+    }
+
+    /// Every row's schemes are listed, and each opens its own engine's
+    /// target: a new row is tested here without another edit.
+    #[test]
+    fn every_row_parses_its_own_schemes() {
+        let listed = schemes();
+        for engine in ENGINES {
+            for scheme in engine.schemes {
+                let shown = engine.shown(scheme);
+                assert!(listed.contains(&shown), "{listed} lacks {shown}");
+                let url = match engine.name {
+                    "file" => "file:/x".to_owned(),
+                    "static" => "static:1".to_owned(),
+                    "etcd" | "grpc" => format!("{shown}h:1"),
+                    _ => format!("{shown}u@h/db"),
+                };
+                let Some((grammar, _)) = engine.parts else {
+                    assert!(parse(&url).unwrap_err().message().contains(engine.feature));
+                    continue;
+                };
+                let (_, parts) = engine_of(&url).unwrap();
+                let target = grammar(&parts, &mut Options::default()).unwrap();
+                let name = format!("{target:?}").to_lowercase();
+                assert!(name.starts_with(engine.name), "{url}: {name}");
+            }
+        }
+        // A scheme of no row.
+        let e = parse("ftp://x").unwrap_err();
+        assert!(e.message().contains(&listed), "{e}");
+    }
+
+    #[test]
+    fn good_urls() {
+        let u = parse("file:/tmp/x.json?lease_grace_ms=7").unwrap();
+        assert_eq!(u.target, Target::File("/tmp/x.json".into()));
+        assert_eq!(u.options.lease_grace_ms, 7);
+        assert_eq!(
+            parse("file:").unwrap().target,
+            Target::File(default_file_path())
+        );
+        assert_eq!(
+            parse("static:3?state=/s").unwrap().target,
+            Target::Static {
+                worker: 3,
+                state: Some("/s".into())
+            }
+        );
+        let p = parse("postgres://u@h:5/db?sslmode=disable&timeout_ms=9").unwrap();
+        assert_eq!(
+            p.target,
+            Target::Postgres("postgres://u@h:5/db?sslmode=disable".into())
+        );
+        assert_eq!(p.options.timeout, Duration::from_millis(9));
+        assert_eq!(p.options.datacenter, None);
+        for url in [
+            "file:/tmp/x.json?datacenter=1",
+            "static:3?datacenter=1",
+            "postgres://h/db?datacenter=1",
+            "redis://h/0?datacenter=1",
+            "grpc://h:1?datacenter=1",
+        ] {
+            assert_eq!(parse(url).unwrap().options.datacenter, Some(1), "{url}");
+        }
+        assert_eq!(
+            parse("postgres://h/db?datacenter=2&sslmode=disable")
+                .unwrap()
+                .target,
+            Target::Postgres("postgres://h/db?sslmode=disable".into())
+        );
+        assert_eq!(
+            parse("redis://h:1/0").unwrap().target,
+            Target::Redis("redis://h:1/0".into())
+        );
+        let r = parse("rediss://h:1/0?timeout_ms=9&tls_ca=/ca.pem#insecure").unwrap();
+        assert_eq!(
+            r.target,
+            Target::Redis("rediss://h:1/0?tls_ca=/ca.pem#insecure".into())
+        );
+        assert_eq!(r.options.timeout, Duration::from_millis(9));
+        let g = parse("grpcs://ids:50051?timeout_ms=9&tls_ca=/ca.pem&token_file=/t").unwrap();
+        assert_eq!(
+            g.target,
+            Target::Grpcs("ids:50051?tls_ca=/ca.pem&token_file=/t".into())
+        );
+        assert_eq!(g.options.timeout, Duration::from_millis(9));
+        assert_eq!(
+            parse("grpcs://ids:50051").unwrap().target,
+            Target::Grpcs("ids:50051".into())
+        );
+    }
+
+    #[test]
+    fn mysql_and_etcd_urls() {
+        let m = parse("mariadb://app@db:3306/ids?timeout_ms=250&max_lead_ms=900").unwrap();
+        assert_eq!(m.target, Target::Mysql("mysql://app@db:3306/ids".into()));
+        assert_eq!(m.options.timeout, Duration::from_millis(250));
+        assert_eq!(m.options.max_lead_ms, 900);
+        let e = parse("etcd://10.0.0.1:2379,10.0.0.2:2379?clock_skew_ms=5").unwrap();
+        assert_eq!(
+            e.target,
+            Target::Etcd(vec!["10.0.0.1:2379".into(), "10.0.0.2:2379".into()])
+        );
+        assert_eq!(e.options.clock_skew_ms, 5);
+        assert_eq!(
+            parse("etcds://h:1,h:2?tls_ca=/a%20b.pem&timeout_ms=9")
+                .unwrap()
+                .target,
+            Target::Etcds(
+                vec!["h:1".into(), "h:2".into()],
+                TlsFiles {
+                    ca: Some("/a b.pem".into()),
+                    ..TlsFiles::default()
+                }
+            )
+        );
+        for (url, needle) in [
+            ("etcd://", "expected etcd://HOST:PORT"),
+            ("etcd://h", "expected etcd://HOST:PORT"),
+            ("etcd://h:1,", "expected etcd://HOST:PORT"),
+            ("etcd://h:1/x", "expected etcd://HOST:PORT"),
+            ("etcd://h:1?bogus=1", "unknown option"),
+            (
+                "etcd://h:1?tls_ca=/ca.pem",
+                "tls_ca applies to etcds:// only",
+            ),
+            ("etcds://h:1?tls_key=", "tls_key= needs the path"),
+            ("etcds://h", "expected etcds://HOST:PORT"),
+            ("mysql:db", "expected mysql://"),
+        ] {
+            let err = parse(url).unwrap_err();
+            assert!(err.message().contains(needle), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn paths_are_absolute_and_percent_decoded() {
+        for (url, path) in [
+            ("file:/tmp/a%20b.json", "/tmp/a b.json"),
+            ("file:///tmp/x.json", "/tmp/x.json"),
+            ("file://localhost/tmp/x.json", "/tmp/x.json"),
+        ] {
+            assert_eq!(
+                parse(url).unwrap().target,
+                Target::File(path.into()),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            parse("static:2?state=/tmp/s%3F.json").unwrap().target,
+            Target::Static {
+                worker: 2,
+                state: Some("/tmp/s?.json".into())
+            }
+        );
+    }
+
+    #[test]
+    fn parsed_urls_show_no_secret() {
+        let files = parse("etcds://h:1?tls_cert=/c.pem&tls_key=/secret/k.pem").unwrap();
+        assert!(!format!("{files:?}").contains("/secret/k.pem"), "{files:?}");
+        let e = parse("postgres://app:s3cret@h/db?bogus&timeout_ms=x").unwrap_err();
+        assert!(!e.message().contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn every_grantid_option_is_taken_and_named() {
+        for key in GRANTID_OPTIONS {
+            let mut options = Options::default();
+            assert_eq!(
+                apply_option("redis://h/0", "redis", key, "1", &mut options).ok(),
+                Some(true),
+                "{key}"
+            );
+            let e = parse(&format!("redis://h/0?{key}x=1")).unwrap_err();
+            assert!(e.message().contains(&format!(" {key}")), "{e}");
+        }
+        assert_eq!(
+            apply_option(
+                "redis://h/0",
+                "redis",
+                "bogus",
+                "1",
+                &mut Options::default()
+            )
+            .ok(),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn bad_urls_name_the_problem() {
+        for (url, needle) in [
+            ("nothing", "no scheme"),
+            ("nothing", "grpcs://)"),
+            ("ftp://x", "unknown scheme"),
+            ("ftp://x", "grpcs://)"),
+            (
+                "grpc://h:1?tls_ca=/ca.pem",
+                "tls_ca applies to grpcs:// only",
+            ),
+            (
+                "grpc://h:1?token_file=/t",
+                "token_file applies to grpcs:// only",
+            ),
+            ("grpcs://?tls_ca=/ca.pem", "expected grpcs://HOST:PORT"),
+            ("grpcs://h:1?sslmode=disable", "unknown option"),
+            ("static:", "not a worker number"),
+            ("static:-1", "not a worker number"),
+            ("static:99999999999", "32 bits"),
+            ("static:env:", "variable name"),
+            ("static:env:GRANTID_SURELY_UNSET_VAR", "is not set"),
+            ("static:1?state=", "needs a path"),
+            ("file:/x?bogus=1", "unknown option"),
+            ("file:/x?timeout_ms=0", "at least 1"),
+            ("postgres:localhost", "expected postgres://"),
+            ("redis://h?lease_grace_ms=abc", "not a whole number"),
+            ("file:/x?log_max=1", "log_max applies to redis:// only"),
+            (
+                "postgres://h/db?log_max=1",
+                "log_max applies to redis:// only",
+            ),
+            ("grpc://h:1?log_max=1", "log_max applies to redis:// only"),
+            ("file:/x?datacenter=-1", "not a whole number"),
+            ("static:1?datacenter=4294967296", "does not fit in 32 bits"),
+            (
+                "redis://h/?timeout_msec=100",
+                "unknown option \"timeout_msec\"",
+            ),
+            ("file:var/lib/x.json", "is relative"),
+            ("file://var/lib/x.json", "names the host \"var\""),
+            ("file:/a%00b", "NUL"),
+            ("static:1?state=rel/s.json", "is relative"),
+            (
+                "redis://h/0?tls_ca=/ca.pem",
+                "tls_ca applies to rediss:// only",
+            ),
+            (
+                "redis://h/0#insecure",
+                "#insecure applies to rediss:// only",
+            ),
+            ("rediss://h/0#nope", "takes #insecure only"),
+        ] {
+            let e = parse(url).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+            assert!(e.message().contains(needle), "{url}: {e}");
+        }
+    }
 }

@@ -60,6 +60,6 @@ pub struct GrantArgs {
 pub fn authority_help() -> String {
     format!(
         "The authority URL ({}), with ?key=value options (docs/reference/urls.md)",
-        grantid_authority::SCHEMES
+        grantid_authority::schemes()
     )
 }

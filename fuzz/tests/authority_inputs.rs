@@ -7,15 +7,12 @@ use std::path::{Path, PathBuf};
 use grantid::{ErrorKind, GrantError, GrantRequest, Layout};
 
 /// Every scheme the parser lists, and the spellings it also takes.
-fn schemes() -> Vec<&'static str> {
-    let mut all: Vec<&str> = grantid_authority::SCHEMES.split(", ").collect();
-    all.extend([
-        "",
-        "static:env:",
-        "postgresql://",
-        "rediss://",
-        "mariadb://",
-    ]);
+fn schemes() -> Vec<String> {
+    let mut all: Vec<String> = grantid_authority::schemes()
+        .split(", ")
+        .map(str::to_owned)
+        .collect();
+    all.extend(["".to_owned(), "static:env:".to_owned()]);
     all
 }
 

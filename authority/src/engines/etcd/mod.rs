@@ -37,6 +37,8 @@
 //! restore of a snapshot or of a data directory) start a quarantine of
 //! `max_lead_ms + clock_skew_ms` before anything is granted.
 
+pub(crate) mod url;
+
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -53,8 +55,24 @@ use grantid::{
 use serde::{Deserialize, Serialize};
 
 use crate::blocking::{Blocking, Work};
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus};
 use crate::url::{Options, Target, TlsFiles};
+
+/// The registry's opener of etcd URLs: `n` sessions, a connection each,
+/// which share the revision floor and whether the cluster was once
+/// connected to.
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    n: usize,
+) -> Result<Sessions, Error> {
+    Ok(Sessions::siblings(
+        EtcdAuthority::open(url, target, options)?,
+        n,
+        EtcdAuthority::sibling,
+    ))
+}
 
 /// The key of the store-wide state-loss record.
 pub const STORE_KEY: &str = "grantid/store";
@@ -430,7 +448,10 @@ impl EtcdAuthority {
     /// Parses an `etcd://` URL (without grantid's options, which are taken
     /// from `options`).
     pub fn from_url(url: &str, options: Options) -> Result<EtcdAuthority, Error> {
-        EtcdAuthority::open(url, crate::url::parse(url)?.target, options)
+        let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
+        let mut ignored = Options::default();
+        let parts = crate::url::Parts { url, scheme, rest };
+        EtcdAuthority::open(url, self::url::parse(&parts, &mut ignored)?, options)
     }
 
     /// Another session of the same cluster: a connection of its own, and

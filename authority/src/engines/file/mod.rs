@@ -6,6 +6,8 @@
 //! and unlocks: the high-water mark is on disk before the grant is answered.
 //! Authority time is this host's clock.
 
+pub(crate) mod url;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,11 +18,25 @@ use grantid::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile::{self, Locked};
 use crate::sidecar::{self, Sidecar, StoreMark};
-use crate::url::Options;
+use crate::url::{Options, Target};
+
+/// The registry's opener of `file:` URLs: one session whatever `_n` is
+/// (every call runs under the file's lock).
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    _n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::File(path) => Ok(Sessions::one(FileAuthority::new(path, options))),
+        _ => Err(not_this_engines(url, "file")),
+    }
+}
 
 /// How many recent grants the state file keeps (for `status`).
 const RECENT_GRANTS: usize = 256;

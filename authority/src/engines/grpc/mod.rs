@@ -32,6 +32,8 @@
 //!   `PERMISSION_DENIED` are a permanent refusal, so a starting generator
 //!   fails at once with the server's message.
 
+pub(crate) mod url;
+
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -50,8 +52,24 @@ use tonic::transport::{Channel, Endpoint};
 use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::Blocking;
 use crate::forklocal::ForkLocal;
-use crate::kernel::{Authority, WorkerStatus};
-use crate::url::Options;
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
+use crate::url::{Options, Target};
+
+/// The registry's opener of gRPC URLs: `n` sessions, a channel each.
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::Grpc(addr) => Sessions::each(n, || GrpcAuthority::new(&addr, options.clone())),
+        Target::Grpcs(spec) => {
+            Sessions::each(n, || GrpcAuthority::new_tls(url, &spec, options.clone()))
+        }
+        _ => Err(not_this_engines(url, "grpc")),
+    }
+}
 
 /// Pause between attempts inside one call when the server cannot be
 /// reached (the call's `timeout_ms` bounds the whole).
@@ -882,7 +900,8 @@ fn worker_from_proto(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::url::{Target, parse};
+    use crate::registry::parse;
+    use crate::url::Target;
 
     fn token_file(tag: &str, text: &str) -> (std::path::PathBuf, TokenFile) {
         let dir = std::env::temp_dir().join(format!(

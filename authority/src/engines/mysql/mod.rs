@@ -18,6 +18,8 @@
 //! (`server_id`, and MySQL's `server_uuid`) changed
 //! (docs/reference/mysql.md).
 
+pub(crate) mod url;
+
 use std::sync::Arc;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
@@ -25,9 +27,28 @@ use mysql_async::prelude::{FromValue, Queryable};
 use mysql_async::{ClientIdentity, Conn, DriverError, Opts, OptsBuilder, Row, SslOpts, Value};
 
 use crate::blocking::{Blocking, Work};
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::tls::Reached;
-use crate::url::Options;
+use crate::url::{Options, Target};
+
+/// The registry's opener of MySQL URLs: `n` sessions, a connection each,
+/// which share whether the server was once connected to (a certificate
+/// failure is `Refused` only before).
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::Mysql(u) => Ok(Sessions::siblings(
+            MysqlAuthority::new(&u, options)?,
+            n,
+            MysqlAuthority::sibling,
+        )),
+        _ => Err(not_this_engines(url, "mysql")),
+    }
+}
 
 /// The tables and procedures (authority/sql/mysql_v1.sql; schema version
 /// [`SCHEMA_VERSION`]).

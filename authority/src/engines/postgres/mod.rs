@@ -20,6 +20,8 @@
 //! `sslrootcert`, `sslcert` and `sslkey`; the default `prefer` encrypts when
 //! the server offers TLS.
 
+pub(crate) mod url;
+
 use std::future::Future;
 use std::sync::Arc;
 
@@ -30,10 +32,24 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::Blocking;
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::protocol::{self, SqlValue};
 use crate::tls::Reached;
-use crate::url::Options;
+use crate::url::{Options, Target};
+
+/// The registry's opener of PostgreSQL URLs: `n` sessions, a connection
+/// each.
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::Postgres(u) => Sessions::each(n, || PgAuthority::new(&u, options.clone())),
+        _ => Err(not_this_engines(url, "postgres")),
+    }
+}
 
 /// The schema and functions (authority/sql/v1.sql; schema version 7).
 pub const SQL_V1: &str = include_str!("../../../sql/v1.sql");

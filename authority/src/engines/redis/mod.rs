@@ -11,6 +11,8 @@
 //! client certificate comes from `tls_cert` and `tls_key`; redis-rs's
 //! `#insecure` turns every check off, and is logged at warn.
 
+pub(crate) mod url;
+
 use std::sync::Arc;
 
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
@@ -18,9 +20,22 @@ use redis::{Client, Connection, Script};
 
 use crate::answer::{WorkerRecord, worker_status};
 use crate::forklocal::ForkLocal;
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::protocol::{self, REDIS_STORE_KEY as STORE_KEY, redis_key_prefix as key_prefix};
-use crate::url::Options;
+use crate::url::{Options, Target};
+
+/// The registry's opener of Redis URLs: `n` sessions, a connection each.
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::Redis(u) => Sessions::each(n, || RedisAuthority::new(&u, options.clone())),
+        _ => Err(not_this_engines(url, "redis")),
+    }
+}
 
 /// The script, version 1 (authority/lua/v1.lua).
 pub const LUA_V1: &str = include_str!("../../../lua/v1.lua");
@@ -162,7 +177,7 @@ struct TlsFiles {
     key: Option<String>,
 }
 
-/// Takes grantid's TLS options ([`crate::url::REDIS_TLS_OPTIONS`]) out of a
+/// Takes grantid's TLS options ([`crate::url::TLS_OPTIONS`]) out of a
 /// `rediss://` URL: the URL for redis-rs, and the files.
 fn take_tls_options(url: &str) -> (String, TlsFiles) {
     let (body, fragment) = match url.split_once('#') {

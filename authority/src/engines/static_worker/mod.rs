@@ -26,6 +26,8 @@
 //! generator's grant still runs) is answered `Unavailable` with the wait,
 //! as every authority does.
 
+pub(crate) mod url;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,11 +41,27 @@ use grantid::{
 use serde::{Deserialize, Serialize};
 
 use crate::forklocal::ForkLocal;
-use crate::kernel::{Authority, WorkerStatus};
+use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::local::{LayoutDoc, unavailable};
 use crate::lockfile;
 use crate::sidecar::{self, Sidecar, StoreMark};
-use crate::url::Options;
+use crate::url::{Options, Target};
+
+/// The registry's opener of `static:` URLs: one session whatever `_n` is
+/// (every call runs under one lock).
+pub(crate) fn open(
+    url: &str,
+    target: Target,
+    options: Options,
+    _n: usize,
+) -> Result<Sessions, Error> {
+    match target {
+        Target::Static { worker, state } => {
+            Ok(Sessions::one(StaticAuthority::new(worker, state, options)))
+        }
+        _ => Err(not_this_engines(url, "static")),
+    }
+}
 
 /// How far ahead of its clock a process without a state file starts worker
 /// N, in ms (plus one tick): the generator's default `max_drift`

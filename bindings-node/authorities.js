@@ -1,26 +1,15 @@
 'use strict'
 // Grant sources over connections the application already keeps:
 //   postgres(pool)  node-postgres Pool or Client: calls grantid.acquire, the
-//                   SQL function of authority/sql/v1.sql
-//   redis(client)   node-redis (v4+) client: runs authority/lua/v1.lua
+//                   SQL function of the authority's PostgreSQL engine
+//   redis(client)   node-redis (v4+) client: runs the Redis engine's script
 // Both apply the one allocation rule of the reference authorities; the SQL
-// and Lua text is the authority's own, copied into the package when it is
-// packed (from ../authority in a source checkout), and the calls and the
-// reading of the answers are the Rust adapters' own (src/protocol.rs), so
-// every answer has the error code it has in Rust: 'LEASE_LOST' for lost,
-// 'UNAVAILABLE' for wait (retried), 'INVALID_ARGUMENT' for refused, with
-// `grantError` naming the answer.
-
-const fs = require('node:fs')
-const path = require('node:path')
-
-function authorityFile(relative) {
-  for (const base of [path.join(__dirname, 'authority'), path.join(__dirname, '..', 'authority')]) {
-    const file = path.join(base, relative)
-    if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8')
-  }
-  throw new Error(`grantid: ${relative} is missing from the package (authority/ was not copied at pack time)`)
-}
+// and Lua text is the authority's own, built into the addon
+// (`postgresSchemaSql`, `redisScript`), and the calls and the reading of the
+// answers are the Rust adapters' own (src/protocol.rs), so every answer has
+// the error code it has in Rust: 'LEASE_LOST' for lost, 'UNAVAILABLE' for
+// wait (retried), 'INVALID_ARGUMENT' for refused, with `grantError` naming
+// the answer.
 
 const native = require('./index.js')
 
@@ -40,7 +29,7 @@ function postgres(pool, options = {}) {
         const current = await pool.query('SELECT 1 AS ok FROM grantid.schema_version WHERE version >= $1', [native.postgresSchemaVersion()])
         if (current.rows[0]) return
       }
-      await pool.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema')); ${authorityFile('sql/v1.sql')}; COMMIT;`)
+      await pool.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema')); ${native.postgresSchemaSql()}; COMMIT;`)
     })().catch((e) => {
       ready = undefined
       throw e
@@ -61,7 +50,7 @@ function postgres(pool, options = {}) {
  * own (`redisAcquireCall`, `grantFromRedisReply`).
  */
 function redis(client, options = {}) {
-  const script = authorityFile('lua/v1.lua')
+  const script = native.redisScript()
   return async (request) => {
     const call = native.redisAcquireCall(request, options)
     const reply = await client.eval(script, call)

@@ -288,7 +288,13 @@ export declare function parseId(text: string): string
 export declare function postgresAcquireCall(request: GrantRequest, options?: StoreCallOptions): SqlStatement
 
 /**
- * The schema version the Rust adapter wants (authority/sql/v1.sql): a
+ * The authority's PostgreSQL schema and functions (the SQL the Rust
+ * adapter applies), for `grantid/authorities`'s `postgres()`.
+ */
+export declare function postgresSchemaSql(): string
+
+/**
+ * The schema version the Rust adapter wants (authority/src/engines/postgres/v1.sql): a
  * database with only older versions is given the script again.
  */
 export declare function postgresSchemaVersion(): number
@@ -301,6 +307,12 @@ export interface RedisCall {
   keys: Array<string>
   arguments: Array<string>
 }
+
+/**
+ * The authority's Redis script (the Lua the Rust adapter runs), for
+ * `grantid/authorities`'s `redis()`.
+ */
+export declare function redisScript(): string
 
 /**
  * One SQL statement, as node-postgres's `query` takes it (`$1` ...;

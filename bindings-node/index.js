@@ -848,5 +848,7 @@ module.exports.grantFromRedisReply = nativeBinding.grantFromRedisReply
 module.exports.layout = nativeBinding.layout
 module.exports.parseId = nativeBinding.parseId
 module.exports.postgresAcquireCall = nativeBinding.postgresAcquireCall
+module.exports.postgresSchemaSql = nativeBinding.postgresSchemaSql
 module.exports.postgresSchemaVersion = nativeBinding.postgresSchemaVersion
 module.exports.redisAcquireCall = nativeBinding.redisAcquireCall
+module.exports.redisScript = nativeBinding.redisScript

@@ -270,13 +270,13 @@ done
 # ---- Node: napi-rs per-platform packages ------------------------------------
 step "Node packages (napi-rs per-platform layout)"
 napi=$root/bindings-node/node_modules/.bin/napi
-# The main package: the loader, types and authorities; its binaries come
-# from the platform packages named in optionalDependencies.
+# The main package: the loader, types and authorities (their SQL and Lua
+# are in the addon); its binaries come from the platform packages named in
+# optionalDependencies.
 main=$stage/node/grantid
 mkdir -p "$main"
-(cd bindings-node && node scripts/copy-authority.js)
 (cd bindings-node && tar -cf - index.js index.mjs index.d.ts authorities.js authorities.mjs \
-   authorities.d.ts authority README.md package.json) | tar -xf - -C "$main"
+   authorities.d.ts README.md package.json) | tar -xf - -C "$main"
 cp "${licences[@]}" "$main/"
 # napi keeps the platform packages (npm/) and the build output (out/) inside
 # the package folder; neither is in its "files", so neither is packed.

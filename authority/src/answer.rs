@@ -1,6 +1,6 @@
 //! The answers of the stores' own procedures, decoded: pure functions of
 //! the fields as the driver read them (a row of `grantid.acquire` in
-//! authority/sql/v1.sql, the reply of authority/lua/v1.lua, a worker record
+//! authority/src/engines/postgres/v1.sql, the reply of authority/src/engines/redis/v1.lua, a worker record
 //! read for `grantid authority status`).
 //!
 //! The store is trusted to apply the rule, not to be well-formed: a schema
@@ -127,7 +127,7 @@ pub struct WorkerRecord<'a> {
     /// The worker value.
     pub worker: Option<i128>,
     /// The incarnation holding the lease (two's complement in PostgreSQL's
-    /// bigint, as authority/sql/v1.sql stores it), `None` when released.
+    /// bigint, as authority/src/engines/postgres/v1.sql stores it), `None` when released.
     pub holder: Option<i128>,
     /// The tick at which the lease expires.
     pub lease_expiry: Option<i128>,

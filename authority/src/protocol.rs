@@ -7,8 +7,8 @@
 //!
 //! | store | acquire | release |
 //! |---|---|---|
-//! | Redis (authority/lua/v1.lua) | [`redis_acquire`] → `EVAL` with `keys`, `args`; reply to [`redis_grant`] | [`redis_release`] |
-//! | PostgreSQL (authority/sql/v1.sql) | [`postgres_acquire`] → one row; its fields to [`postgres_grant`] | [`postgres_release`] |
+//! | Redis (authority/src/engines/redis/v1.lua) | [`redis_acquire`] → `EVAL` with `keys`, `args`; reply to [`redis_grant`] | [`redis_release`] |
+//! | PostgreSQL (authority/src/engines/postgres/v1.sql) | [`postgres_acquire`] → one row; its fields to [`postgres_grant`] | [`postgres_release`] |
 
 use grantid::{Grant, GrantError, GrantRequest};
 

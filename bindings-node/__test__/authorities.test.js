@@ -73,7 +73,7 @@ test('postgres(pool) applies the schema again over an older version', { skip: !p
 test('redis(client) runs the authority\'s Lua script with the Rust adapter\'s keys and arguments', async () => {
   const fs = require('node:fs')
   const path = require('node:path')
-  const lua = fs.readFileSync(path.join(__dirname, '..', '..', 'authority', 'lua', 'v1.lua'), 'utf8')
+  const lua = fs.readFileSync(path.join(__dirname, '..', '..', 'authority', 'src', 'engines', 'redis', 'v1.lua'), 'utf8')
   const calls = []
   const client = {
     eval: async (script, options) => {

@@ -250,11 +250,25 @@ pub fn grant_from_redis_reply(
     grant_to_js(&grant).map_err(|e| thrown(&env, e))
 }
 
-/// The schema version the Rust adapter wants (authority/sql/v1.sql): a
+/// The schema version the Rust adapter wants (authority/src/engines/postgres/v1.sql): a
 /// database with only older versions is given the script again.
 #[napi]
 pub fn postgres_schema_version() -> i32 {
     grantid_authority::POSTGRES_SCHEMA_VERSION
+}
+
+/// The authority's PostgreSQL schema and functions (the SQL the Rust
+/// adapter applies), for `grantid/authorities`'s `postgres()`.
+#[napi]
+pub fn postgres_schema_sql() -> &'static str {
+    grantid_authority::SQL_V1
+}
+
+/// The authority's Redis script (the Lua the Rust adapter runs), for
+/// `grantid/authorities`'s `redis()`.
+#[napi]
+pub fn redis_script() -> &'static str {
+    grantid_authority::LUA_V1
 }
 
 /// The `grantid.acquire` statement that asks for `request`.

@@ -32,7 +32,7 @@ use grantid::{Grant, GrantRequest, Layout};
 use hdrhistogram::Histogram;
 
 /// How far ahead of the clock a free worker's high-water mark may be for a
-/// first grant (authority/sql/v1.sql and docs/AUTHORITIES.md: 100 ms).
+/// first grant (authority/src/engines/postgres/v1.sql and docs/AUTHORITIES.md: 100 ms).
 pub const FIRST_GRANT_LEAD_MS: u64 = 100;
 
 /// Allowance, in ms, before a worker the ledger thinks usable counts against

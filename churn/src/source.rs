@@ -20,7 +20,7 @@ use grantid::{Clock, Grant, GrantError, GrantRequest, GrantSource, SystemClock};
 use crate::ledger::Ledger;
 
 /// What the authority's message says when every free worker's high-water is
-/// ahead of the clock (authority/sql/v1.sql, the Redis script): a wait.
+/// ahead of the clock (authority/src/engines/postgres/v1.sql, the Redis script): a wait.
 const WAIT_MARK: &str = "high-water is ahead";
 /// What it says when no worker is free.
 const NONE_FREE_MARK: &str = "no free worker";

@@ -115,7 +115,7 @@ _services_start_postgres() {
   # a new deployment, so its first use needs no state-loss quarantine
   # (`grantid authority init --new-deployment`; docs/AUTHORITIES.md).
   local sql
-  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/sql/v1.sql"
+  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/src/engines/postgres/v1.sql"
   { "$bin/psql" "$GRANTID_TEST_POSTGRES_URL" -q -v ON_ERROR_STOP=1 -f "$sql" \
       && "$bin/psql" "$GRANTID_TEST_POSTGRES_URL" -qAt -c 'SELECT grantid.declare_new_deployment()'; } \
     >/dev/null 2>&1 || _services_log "could not declare postgres a new deployment: its first use waits"
@@ -218,7 +218,7 @@ _services_start_mariadb() {
   # A throwaway server never issued an ID: apply the schema and declare it
   # a new deployment, so its first use needs no state-loss quarantine.
   local sql
-  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/sql/mysql_v1.sql"
+  sql="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/authority/src/engines/mysql/v1.sql"
   { mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" -e 'CREATE DATABASE IF NOT EXISTS grantid_test' \
       && mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" grantid_test < "$sql" \
       && mariadb --no-defaults -uroot -h127.0.0.1 -P"$port" grantid_test -e 'CALL grantid_declare_new_deployment()'; } \

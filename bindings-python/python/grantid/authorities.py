@@ -2,7 +2,7 @@
 
 Both helpers are thin: the allocation rule runs inside the server, as the
 PostgreSQL function ``grantid.acquire`` or the Redis Lua script shipped by
-the authority crate (``authority/sql/v1.sql``, ``authority/lua/v1.lua``,
+the authority crate (``authority/src/engines/postgres/v1.sql``, ``authority/src/engines/redis/v1.lua``,
 built into this package; see ``POSTGRES_SQL`` and ``REDIS_LUA``). The calls
 and the reading of the answers are the Rust adapters' own (the extension's
 ``postgres_acquire_call`` / ``grant_from_postgres_row`` and

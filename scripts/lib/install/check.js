@@ -46,6 +46,21 @@ assert.ok(loaded && loaded.includes(path.join('node_modules', platformPackage)),
   }
   assert.ok(checked > 0)
 
+  // The store helpers run the authority's own script, from the addon.
+  const scripts = []
+  const redis = require('grantid/authorities').redis({
+    eval: async (script) => {
+      scripts.push(script)
+      return ['granted', 0, '1', '100', '200']
+    },
+  })
+  const request = {
+    namespace: 'install-v1', incarnation: 5, requestId: 1, worker: null, notBefore: 0, now: 90, duration: 100,
+    layout: { timestampBits: 41, workerBits: 10, sequenceBits: 12, epochMs: 1767225600000, tickMs: 1 },
+  }
+  assert.equal((await redis(request)).end, 200)
+  assert.match(scripts[0], /grantid/)
+
   let fromEtcd = ''
   if (etcd) {
     const g = await grantid.Generator.start({ grantSource: etcd, namespace: 'install-etcd-v1' })
@@ -55,7 +70,7 @@ assert.ok(loaded && loaded.includes(path.join('node_modules', platformPackage)),
   }
   console.log(
     `node: ok on ${process.arch} (Node ${process.version}): ${ids.length} IDs, ` +
-      `${checked} conformance vectors, addon ${path.basename(loaded)}${fromEtcd}`,
+      `${checked} conformance vectors, the Redis helper's script, addon ${path.basename(loaded)}${fromEtcd}`,
   )
 })().catch((e) => {
   console.error(e)

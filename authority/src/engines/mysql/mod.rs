@@ -1,6 +1,6 @@
 //! The MySQL / MariaDB authority, `mysql://USER[:PASSWORD]@HOST:PORT/DATABASE`:
 //! one call of the stored procedure `grantid_acquire`
-//! (authority/sql/mysql_v1.sql) per grant, one InnoDB transaction.
+//! (authority/src/engines/mysql/v1.sql) per grant, one InnoDB transaction.
 //!
 //! Authority time is the server's UTC clock. The connection (mysql_async,
 //! TLS through rustls with `ssl-mode`, `ssl-ca`, `ssl-cert`, `ssl-key`:
@@ -50,11 +50,11 @@ pub(crate) fn open(
     }
 }
 
-/// The tables and procedures (authority/sql/mysql_v1.sql; schema version
+/// The tables and procedures (authority/src/engines/mysql/v1.sql; schema version
 /// [`SCHEMA_VERSION`]).
-pub const MYSQL_SQL_V1: &str = include_str!("../../../sql/mysql_v1.sql");
+pub const MYSQL_SQL_V1: &str = include_str!("v1.sql");
 
-/// The version row authority/sql/mysql_v1.sql inserts: the adapter applies
+/// The version row authority/src/engines/mysql/v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
 const SCHEMA_VERSION: i32 = 5;
 

@@ -1,5 +1,5 @@
 //! The PostgreSQL authority: one call of the PL/pgSQL function
-//! `grantid.acquire` (authority/sql/v1.sql) per grant, in one transaction.
+//! `grantid.acquire` (authority/src/engines/postgres/v1.sql) per grant, in one transaction.
 //!
 //! Authority time is the database's `clock_timestamp()`. The connection is
 //! opened on first use (and again after any error, and in a `fork()` child;
@@ -51,10 +51,10 @@ pub(crate) fn open(
     }
 }
 
-/// The schema and functions (authority/sql/v1.sql; schema version 7).
-pub const SQL_V1: &str = include_str!("../../../sql/v1.sql");
+/// The schema and functions (authority/src/engines/postgres/v1.sql; schema version 7).
+pub const SQL_V1: &str = include_str!("v1.sql");
 
-/// The version row that authority/sql/v1.sql inserts: the adapter (and
+/// The version row that authority/src/engines/postgres/v1.sql inserts: the adapter (and
 /// every binding's helper) applies the script again when the database has
 /// only older versions.
 pub const SCHEMA_VERSION: i32 = 7;

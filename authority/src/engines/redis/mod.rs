@@ -1,4 +1,4 @@
-//! The Redis authority: one Lua script (authority/lua/v1.lua) per grant,
+//! The Redis authority: one Lua script (authority/src/engines/redis/v1.lua) per grant,
 //! which Redis runs atomically. Authority time is the server's `TIME`.
 //!
 //! Durability is Redis's: see docs/AUTHORITIES.md. With `appendonly yes`
@@ -37,8 +37,8 @@ pub(crate) fn open(
     }
 }
 
-/// The script, version 1 (authority/lua/v1.lua).
-pub const LUA_V1: &str = include_str!("../../../lua/v1.lua");
+/// The script, version 1 (authority/src/engines/redis/v1.lua).
+pub const LUA_V1: &str = include_str!("v1.lua");
 
 /// The Redis authority. See the module docs.
 pub struct RedisAuthority {

@@ -1,5 +1,5 @@
 -- grantid Redis authority, script version 1: the allocation rule of
--- docs/DESIGN.md section 2, the same as grantid.acquire in sql/v1.sql. A script
+-- docs/DESIGN.md section 2, the same as grantid.acquire in authority/src/engines/postgres/v1.sql. A script
 -- runs atomically: no other command runs between its reads and writes.
 -- Works on Redis 7.0 (no per-field hash TTL is used).
 --

@@ -11,7 +11,7 @@
 -- could have made, and a claim beyond it starts no quarantine): the
 -- allocation rule
 -- of docs/DESIGN.md section 2, the same as grantid.acquire in v1.sql
--- (PostgreSQL) and authority/lua/v1.lua (Redis), as stored procedures on
+-- (PostgreSQL) and authority/src/engines/redis/v1.lua (Redis), as stored procedures on
 -- InnoDB tables of the URL's database (prefix grantid_).
 --
 -- Applied by `grantid authority init mysql://...`, and by the Rust adapter
@@ -21,7 +21,7 @@
 -- first grant after the upgrade quarantines it once. It is also a script
 -- for the mariadb / mysql command-line client (hence the DELIMITER lines,
 -- which the adapter understands too):
---   mariadb -h HOST -u USER DB < authority/sql/mysql_v1.sql
+--   mariadb -h HOST -u USER DB < authority/src/engines/mysql/v1.sql
 -- Tested on MariaDB 10.11 (and a one-node Galera cluster); written for
 -- MySQL 8 as well (variables only one of them has are read through
 -- prepared statements: grantid_identity, grantid_multi_primary).

@@ -79,7 +79,7 @@ mod kernel;
 mod local;
 #[cfg(any(feature = "file", feature = "static"))]
 mod lockfile;
-#[cfg(any(feature = "postgres", feature = "redis"))]
+#[cfg(any(feature = "postgres", feature = "redis", feature = "mysql"))]
 pub mod protocol;
 mod registry;
 #[cfg(any(feature = "file", feature = "static"))]

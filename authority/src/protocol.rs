@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | Redis (authority/src/engines/redis/v1.lua) | [`redis_acquire`] → `EVAL` with `keys`, `args`; reply to [`redis_grant`] | [`redis_release`] |
 //! | PostgreSQL (authority/src/engines/postgres/v1.sql) | [`postgres_acquire`] → one row; its fields to [`postgres_grant`] | [`postgres_release`] |
+//! | MySQL, MariaDB (authority/src/engines/mysql/v1.sql) | [`mysql_acquire`] → `CALL`, one row; its fields to [`mysql_grant`] | [`mysql_release`] |
 
 use grantid::{Grant, GrantError, GrantRequest};
 
@@ -41,7 +42,7 @@ pub struct ScriptCall {
     pub args: Vec<String>,
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 /// One parameter of a SQL call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqlValue {
@@ -51,13 +52,16 @@ pub enum SqlValue {
     Int4(i32),
     /// `bigint`.
     Int8(i64),
+    /// `bigint unsigned` (MySQL; PostgreSQL has none, and is never sent
+    /// one).
+    UInt8(u64),
     /// `NULL` (a `bigint`).
     Null,
 }
 
-#[cfg(feature = "postgres")]
-/// One SQL statement of the PostgreSQL schema: the function and the
-/// columns it selects, and its parameters in order.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// One SQL statement of a store's schema: the function (or procedure) and
+/// the columns it selects, and its parameters in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqlCall {
     /// The function called, e.g. `grantid.acquire`.
@@ -68,7 +72,7 @@ pub struct SqlCall {
     pub params: Vec<SqlValue>,
 }
 
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl SqlCall {
     /// The statement, with the placeholder `placeholder(i)` for the `i`-th
     /// parameter (1-based): `$1` for tokio-postgres and node-postgres,
@@ -85,6 +89,13 @@ impl SqlCall {
                 args.join(", ")
             )
         }
+    }
+
+    /// The statement as a call of a stored procedure, with `?`
+    /// placeholders (MySQL): `CALL grantid_acquire(?, ...)`.
+    pub fn procedure_text(&self) -> String {
+        let args = vec!["?"; self.params.len()];
+        format!("CALL {}({})", self.function, args.join(", "))
     }
 }
 
@@ -237,6 +248,19 @@ pub fn postgres_grant(
     numbers: [Option<i128>; 4],
     message: Option<&str>,
 ) -> Result<Grant, GrantError> {
+    row_grant("postgres", request, status, numbers, message)
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// The grant a SQL store's answer row gives `request`: its status, its
+/// numbers (worker, grant_id, start, end) and its message.
+fn row_grant(
+    store: &str,
+    request: &GrantRequest,
+    status: Option<&str>,
+    numbers: [Option<i128>; 4],
+    message: Option<&str>,
+) -> Result<Grant, GrantError> {
     let [worker, grant_id, start, end] = numbers;
     let answer = AcquireAnswer {
         status,
@@ -246,7 +270,83 @@ pub fn postgres_grant(
         start,
         end,
     };
-    grant_from_answer("postgres", request, &answer)
+    grant_from_answer(store, request, &answer)
+}
+
+#[cfg(feature = "mysql")]
+/// The `grantid_acquire` procedure call that asks for `request` (`now_ms`:
+/// the authority's time, `None` for the server's clock). Its result row
+/// has the columns `status, worker, grant_id, start_tick, end_tick,
+/// message`, read by [`mysql_grant`].
+pub fn mysql_acquire(
+    request: &GrantRequest,
+    options: &Options,
+    now_ms: Option<u64>,
+) -> Result<SqlCall, GrantError> {
+    crate::kernel::check_sql_request(request, "MySQL")?;
+    let l = request.layout;
+    let int8 = |v: u64| SqlValue::Int8(v.min(i64::MAX as u64) as i64);
+    // Bounds far below the columns' range, so that the procedure's sums
+    // cannot overflow.
+    let ms = |v: u64| int8(v.min(i64::MAX as u64 / 4));
+    Ok(SqlCall {
+        function: "grantid_acquire",
+        columns: "",
+        params: vec![
+            SqlValue::Text(request.namespace.clone()),
+            SqlValue::UInt8(request.incarnation),
+            SqlValue::UInt8(request.request_id),
+            request
+                .worker
+                .map_or(SqlValue::Null, |w| SqlValue::Int8(i64::from(w))),
+            int8(request.not_before.min(l.timestamp_limit())),
+            int8(request.duration.clamp(1, l.timestamp_limit())),
+            SqlValue::Int4(i32::from(l.timestamp_bits())),
+            SqlValue::Int4(i32::from(l.worker_bits())),
+            SqlValue::Int4(i32::from(l.sequence_bits())),
+            int8(l.epoch_ms()),
+            int8(l.tick_ms()),
+            int8(grace_ticks(
+                options.lease_grace_ms,
+                l.tick_ms(),
+                i64::MAX as u64 / 2,
+            )),
+            ms(options.max_lead_ms),
+            ms(options.clock_skew_ms),
+            now_ms.map_or(SqlValue::Null, int8),
+            SqlValue::Int4(i32::from(l.split_bits())),
+        ],
+    })
+}
+
+#[cfg(feature = "mysql")]
+/// The `grantid_release` procedure call for `last` (best effort).
+pub fn mysql_release(last: &Grant, now_ms: Option<u64>) -> SqlCall {
+    SqlCall {
+        function: "grantid_release",
+        columns: "",
+        params: vec![
+            SqlValue::Text(last.namespace.clone()),
+            SqlValue::Int8(i64::from(last.worker)),
+            SqlValue::UInt8(last.incarnation),
+            now_ms.map_or(SqlValue::Null, |ms| {
+                SqlValue::Int8(ms.min(i64::MAX as u64) as i64)
+            }),
+        ],
+    }
+}
+
+#[cfg(feature = "mysql")]
+/// The row `grantid_acquire` answered to [`mysql_acquire`]: its columns
+/// `worker, grant_id, start_tick, end_tick` as numbers (`None`: NULL or
+/// not a number).
+pub fn mysql_grant(
+    request: &GrantRequest,
+    status: Option<&str>,
+    numbers: [Option<i128>; 4],
+    message: Option<&str>,
+) -> Result<Grant, GrantError> {
+    row_grant("mysql", request, status, numbers, message)
 }
 
 #[cfg(all(test, feature = "redis", feature = "postgres"))]

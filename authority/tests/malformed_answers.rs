@@ -1,6 +1,6 @@
-//! A store that answers wrongly: PostgreSQL whose `grantid.acquire` is
-//! replaced by a function returning hostile rows, and worker records edited
-//! by hand in PostgreSQL and Redis. Every case is a typed error (an invalid
+//! A store that answers wrongly: PostgreSQL whose `grantid.acquire` and
+//! MySQL whose `grantid_acquire` are replaced by ones returning hostile
+//! rows, and worker records edited by hand in PostgreSQL, MySQL and Redis. Every case is a typed error (an invalid
 //! grant, or `Unavailable` from `status`), never a panic, a wrapped number
 //! or a truncated layout (authority/src/answer.rs). Each case runs in a
 //! database of its own (a new PostgreSQL database, a Redis database
@@ -249,4 +249,119 @@ fn redis_hostile_worker_records_are_typed_errors() {
         assert!(e.message().contains(needle), "{ns}: {e}");
     }
     let _: () = redis::cmd("FLUSHDB").query(&mut c).unwrap();
+}
+
+/// A MySQL database of its own (on GRANTID_TEST_MYSQL_URL's server), with
+/// the schema in place, and the authority on it; dropped at the end.
+struct MysqlDatabase {
+    admin: String,
+    url: String,
+    name: String,
+}
+
+impl MysqlDatabase {
+    fn new() -> Option<(MysqlDatabase, Box<dyn Authority>)> {
+        let admin = common::mysql_url()?;
+        let name = format!("grantid_hostile_{:x}", random());
+        common::mariadb_cli(&admin, &format!("CREATE DATABASE {name}"));
+        let (base, _) = admin.split('?').next()?.rsplit_once('/')?;
+        let db = MysqlDatabase {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        };
+        let authority = grantid_authority::open(&db.url).unwrap();
+        authority.init_new_deployment().unwrap();
+        Some((db, authority))
+    }
+
+    fn run(&self, sql: &str) -> String {
+        common::mariadb_cli(&self.url, sql)
+    }
+}
+
+impl Drop for MysqlDatabase {
+    fn drop(&mut self) {
+        common::mariadb_cli(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {}", self.name),
+        );
+    }
+}
+
+/// MySQL's answers are read as every store's are (authority/src/answer.rs):
+/// a malformed one is an invalid grant, a worker outside the layout too.
+#[test]
+fn mysql_hostile_acquire_rows_are_typed_errors() {
+    let Some((db, authority)) = MysqlDatabase::new() else {
+        return;
+    };
+    let args = db.run(
+        "SELECT GROUP_CONCAT(CONCAT(PARAMETER_MODE, ' ', PARAMETER_NAME, ' ', DTD_IDENTIFIER) \
+         ORDER BY ORDINAL_POSITION) FROM information_schema.PARAMETERS \
+         WHERE SPECIFIC_SCHEMA = DATABASE() AND SPECIFIC_NAME = 'grantid_acquire'",
+    );
+    db.run(&format!(
+        "CREATE TABLE grantid_hostile (status VARCHAR(32), worker BIGINT, grant_id BIGINT, \
+             start_tick BIGINT, end_tick BIGINT, message VARCHAR(255)); \
+         DROP PROCEDURE grantid_acquire; \
+         CREATE PROCEDURE grantid_acquire({}) SELECT * FROM grantid_hostile;",
+        args.trim()
+    ));
+    let r = request("hostile", 1, 1, None, 0, 10, small_layout());
+    db.run("INSERT INTO grantid_hostile VALUES ('granted', 1, 1, 100, 110, NULL)");
+    let grant = authority.acquire(&r).unwrap();
+    assert_eq!(
+        (grant.worker, grant.grant_id, grant.start, grant.end),
+        (1, 1, 100, 110)
+    );
+    for (row, needle) in [
+        (
+            "'granted', 1, -1, 100, 110, NULL",
+            "grant_id -1 is out of range",
+        ),
+        ("'granted', 1, 1, 110, 110, NULL", "not before end"),
+        (
+            "'granted', 4, 1, 100, 110, NULL",
+            "does not fit in 2 worker bits",
+        ),
+        ("'granted', 1, 1, NULL, 110, NULL", "start is missing"),
+        ("'Granted', 1, 1, 100, 110, NULL", "unknown status"),
+        ("NULL, 1, 1, 100, 110, NULL", "no status"),
+    ] {
+        db.run(&format!(
+            "DELETE FROM grantid_hostile; INSERT INTO grantid_hostile VALUES ({row})"
+        ));
+        match authority.acquire(&r) {
+            Err(GrantError::Invalid(why)) => assert!(
+                why.contains("mysql: malformed answer") && why.contains(needle),
+                "{row}: {why}"
+            ),
+            other => panic!("{row}: expected an invalid grant, got {other:?}"),
+        }
+    }
+    // No row at all.
+    db.run("DELETE FROM grantid_hostile");
+    assert!(
+        matches!(authority.acquire(&r), Err(GrantError::Invalid(m)) if m.contains("no status"))
+    );
+    db.run("INSERT INTO grantid_hostile VALUES ('lost', NULL, NULL, NULL, NULL, 'held by 7')");
+    assert!(matches!(authority.acquire(&r), Err(GrantError::Lost(m)) if m.contains("held by 7")));
+}
+
+/// A worker record MySQL holds outside its layout is `Unavailable` from
+/// `status`, as in the other stores.
+#[test]
+fn mysql_hostile_worker_records_are_typed_errors() {
+    let Some((db, authority)) = MysqlDatabase::new() else {
+        return;
+    };
+    db.run(
+        "INSERT INTO grantid_namespaces (namespace, timestamp_bits, worker_bits, sequence_bits, \
+             epoch_ms, tick_ms) VALUES ('outside', 40, 2, 8, 0, 1); \
+         INSERT INTO grantid_workers (namespace, worker, high_water) VALUES ('outside', 9, 5);",
+    );
+    let e = authority.status(Some("outside")).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    assert!(e.message().contains("does not fit in 2 worker bits"), "{e}");
 }

@@ -167,6 +167,7 @@ fn sql_to_js(call: &protocol::SqlCall) -> SqlStatement {
                 SqlValue::Text(s) => Some(s.clone()),
                 SqlValue::Int4(v) => Some(v.to_string()),
                 SqlValue::Int8(v) => Some(v.to_string()),
+                SqlValue::UInt8(v) => Some(v.to_string()),
                 SqlValue::Null => None,
             })
             .collect(),

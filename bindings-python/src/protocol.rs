@@ -69,6 +69,7 @@ fn sql_to_py(py: Python<'_>, call: &protocol::SqlCall) -> PyResult<SqlStatement>
                 SqlValue::Text(s) => s.into_pyobject(py)?.into_any().unbind(),
                 SqlValue::Int4(v) => v.into_pyobject(py)?.into_any().unbind(),
                 SqlValue::Int8(v) => v.into_pyobject(py)?.into_any().unbind(),
+                SqlValue::UInt8(v) => v.into_pyobject(py)?.into_any().unbind(),
                 SqlValue::Null => py.None(),
             })
         })

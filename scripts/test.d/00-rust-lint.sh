@@ -5,6 +5,12 @@ cargo clippy --workspace --all-targets $GRANTID_FEATURES --locked -- -D warnings
 # The repository is self-contained: relative links and docs/*.md mentions resolve.
 python3 scripts/lib/check_links.py --self-test
 python3 scripts/lib/check_links.py
+# Every negative control of the deployment fuzzer still applies to this
+# tree (scripts/deploy-fuzz-controls.sh runs them; a control that no longer
+# applies proves nothing).
+for patch in scripts/deploy-fuzz-controls/*.patch; do
+  git apply --check "$patch" || { echo "$patch no longer applies: write it again on this tree" >&2; exit 1; }
+done
 # One build graph: workspace-hack (cargo-hakari) is up to date and every
 # member but the core's own (.config/hakari.toml) depends on it, so a `-p`
 # build compiles third-party crates with the workspace's features.

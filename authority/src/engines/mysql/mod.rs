@@ -22,12 +22,14 @@ pub(crate) mod url;
 
 use std::sync::Arc;
 
-use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
-use mysql_async::prelude::{FromValue, Queryable};
+use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
+use mysql_async::prelude::Queryable;
 use mysql_async::{ClientIdentity, Conn, DriverError, Opts, OptsBuilder, Row, SslOpts, Value};
 
+use crate::answer::{WorkerRecord, worker_status};
 use crate::blocking::{Blocking, Work};
 use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
+use crate::protocol::{self, SqlValue};
 use crate::tls::Reached;
 use crate::url::{Options, Target};
 
@@ -57,8 +59,6 @@ pub const MYSQL_SQL_V1: &str = include_str!("v1.sql");
 /// The version row authority/src/engines/mysql/v1.sql inserts: the adapter applies
 /// the script when the database lacks it.
 const SCHEMA_VERSION: i32 = 5;
-
-const ACQUIRE: &str = "CALL grantid_acquire(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// The MySQL / MariaDB authority. See the module docs.
 pub struct MysqlAuthority {
@@ -457,12 +457,6 @@ async fn prepare(c: &mut Conn, lock_secs: u64) -> Result<(), GrantError> {
     Ok(())
 }
 
-fn column<T: FromValue>(row: &Row, i: usize) -> Result<T, GrantError> {
-    row.get_opt::<T, usize>(i)
-        .ok_or_else(|| unavailable("malformed answer", format!("no column {i}")))?
-        .map_err(|e| unavailable("malformed answer", e))
-}
-
 impl MysqlAuthority {
     /// Parses a `mysql://` URL (without grantid's options; the driver
     /// refuses keys it does not know). Does not connect.
@@ -606,78 +600,70 @@ impl GrantSource for MysqlAuthority {
 
     fn acquire(&self, request: &GrantRequest) -> Result<Grant, GrantError> {
         self.reached.renewing(request);
-        crate::kernel::check_sql_request(request, "MySQL")?;
-        let l = request.layout;
-        let grace = (self.options.lease_grace_ms.div_ceil(l.tick_ms())).min(i64::MAX as u64 / 2);
-        let params: Vec<Value> = vec![
-            request.namespace.as_str().into(),
-            request.incarnation.into(),
-            request.request_id.into(),
-            request.worker.map(i64::from).into(),
-            (request.not_before.min(l.timestamp_limit()) as i64).into(),
-            (request.duration.clamp(1, l.timestamp_limit()) as i64).into(),
-            i64::from(l.timestamp_bits()).into(),
-            i64::from(l.worker_bits()).into(),
-            i64::from(l.sequence_bits()).into(),
-            (l.epoch_ms() as i64).into(),
-            (l.tick_ms() as i64).into(),
-            (grace as i64).into(),
-            (self.options.max_lead_ms.min(i64::MAX as u64 / 4) as i64).into(),
-            (self.options.clock_skew_ms.min(i64::MAX as u64 / 4) as i64).into(),
-            self.now_ms().into(),
-            i64::from(l.split_bits()).into(),
-        ];
+        let call =
+            protocol::mysql_acquire(request, &self.options, self.now_ms().map(|ms| ms as u64))?;
+        let (text, params) = (call.procedure_text(), driver_params(&call.params));
         let row = self.call("grantid_acquire failed", |c| {
             Box::pin(async move {
-                c.exec_first::<Row, _, _>(ACQUIRE, params)
+                c.exec_first::<Row, _, _>(text, params)
                     .await
                     .map_err(|e| unavailable("grantid_acquire failed", e))
             })
         })?;
-        let row = row.ok_or_else(|| unavailable("malformed answer", "no row"))?;
-        let status: String = column(&row, 0)?;
-        if status != "granted" {
-            let message: Option<String> = column(&row, 5)?;
-            let why = format!(
-                "namespace {:?}: {}",
-                request.namespace,
-                message.unwrap_or_default()
-            );
-            return Err(match status.as_str() {
-                "lost" => GrantError::Lost(why),
-                "refused" => GrantError::Refused(why),
-                "wait" => GrantError::Unavailable(why),
-                _ => unavailable("malformed answer", format!("status {status:?}: {why}")),
-            });
-        }
-        let field = |i: usize| -> Result<u64, GrantError> {
-            let v: i64 = column(&row, i)?;
-            u64::try_from(v).map_err(|e| unavailable("malformed answer", e))
-        };
-        Ok(Grant {
-            namespace: request.namespace.clone(),
-            worker: u32::try_from(field(1)?).map_err(|e| unavailable("malformed worker", e))?,
-            incarnation: request.incarnation,
-            grant_id: field(2)?,
-            start: field(3)?,
-            end: field(4)?,
-        })
+        let row = row.as_ref();
+        let text = |i: usize| row.and_then(|r| row_text(r, i));
+        let number = |i: usize| row.and_then(|r| row_number(r, i));
+        protocol::mysql_grant(
+            request,
+            text(0).as_deref(),
+            [number(1), number(2), number(3), number(4)],
+            text(5).as_deref(),
+        )
     }
 
     fn release(&self, last: &Grant) {
-        let params: Vec<Value> = vec![
-            last.namespace.as_str().into(),
-            i64::from(last.worker).into(),
-            last.incarnation.into(),
-            self.now_ms().into(),
-        ];
+        let call = protocol::mysql_release(last, self.now_ms().map(|ms| ms as u64));
+        let (text, params) = (call.procedure_text(), driver_params(&call.params));
         let _ = self.call("grantid_release failed", |c| {
             Box::pin(async move {
-                c.exec_drop("CALL grantid_release(?, ?, ?, ?)", params)
+                c.exec_drop(text, params)
                     .await
                     .map_err(|e| unavailable("grantid_release failed", e))
             })
         });
+    }
+}
+
+/// A SQL call's parameters as the driver sends them.
+fn driver_params(params: &[SqlValue]) -> Vec<Value> {
+    params
+        .iter()
+        .map(|p| match p {
+            SqlValue::Text(s) => Value::from(s.as_str()),
+            SqlValue::Int4(v) => Value::from(*v),
+            SqlValue::Int8(v) => Value::from(*v),
+            SqlValue::UInt8(v) => Value::from(*v),
+            SqlValue::Null => Value::NULL,
+        })
+        .collect()
+}
+
+/// Column `i` of `row` as text (`None`: missing, NULL or not UTF-8).
+fn row_text(row: &Row, i: usize) -> Option<String> {
+    match row.as_ref(i)? {
+        Value::Bytes(b) => String::from_utf8(b.clone()).ok(),
+        _ => None,
+    }
+}
+
+/// Column `i` of `row` as an integer (`None`: missing, NULL or not an
+/// integer), whether the server sent it binary or as text.
+fn row_number(row: &Row, i: usize) -> Option<i128> {
+    match row.as_ref(i)? {
+        Value::Int(v) => Some(i128::from(*v)),
+        Value::UInt(v) => Some(i128::from(*v)),
+        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
     }
 }
 
@@ -801,23 +787,18 @@ impl Authority for MysqlAuthority {
             .map_err(Error::from)?;
         rows.iter()
             .map(|r| {
-                let layout = Layout::with_all(
-                    column::<u8>(r, 1)?,
-                    column::<u8>(r, 2)?,
-                    column::<u8>(r, 3)?,
-                    column::<u64>(r, 4)?,
-                    column::<u64>(r, 5)?,
-                )
-                .map_err(|e| unavailable("bad layout record", e))?;
-                Ok(WorkerStatus {
-                    namespace: column(r, 0)?,
-                    layout,
-                    worker: column(r, 6)?,
-                    holder: column(r, 7)?,
-                    lease_expiry: column(r, 8)?,
-                    high_water: column(r, 9)?,
-                    fencing: column(r, 10)?,
-                })
+                let number = |i: usize| row_number(r, i);
+                let namespace = row_text(r, 0).unwrap_or_default();
+                let record = WorkerRecord {
+                    namespace: &namespace,
+                    layout: [number(1), number(2), number(3), number(4), number(5)],
+                    worker: number(6),
+                    holder: number(7),
+                    lease_expiry: number(8),
+                    high_water: number(9),
+                    fencing: number(10),
+                };
+                worker_status("mysql", &record)
             })
             .collect::<Result<Vec<_>, GrantError>>()
             .map_err(Error::from)

@@ -277,6 +277,9 @@ fn sql_params(params: &[SqlValue]) -> Vec<Box<dyn ToSql + Sync + Send>> {
                 SqlValue::Text(s) => Box::new(s.clone()),
                 SqlValue::Int4(v) => Box::new(*v),
                 SqlValue::Int8(v) => Box::new(*v),
+                // PostgreSQL has no unsigned type and its calls send none:
+                // as text, a bigint parameter refuses it at bind time.
+                SqlValue::UInt8(v) => Box::new(v.to_string()),
                 SqlValue::Null => Box::new(None::<i64>),
             }
         })

@@ -71,6 +71,8 @@ pub mod answer;
     feature = "grpc"
 ))]
 mod blocking;
+#[cfg(feature = "etcd")]
+mod cas;
 mod datacenter;
 mod forklocal;
 pub mod hosted;

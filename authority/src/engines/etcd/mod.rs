@@ -7,9 +7,10 @@
 //!
 //! Each grant reads the store record, the namespace's layout and the
 //! worker record(s) in one read-only transaction (one revision), checks the
-//! store's identity (below), decides by [`grantid::rule::decide`] (this
-//! file holds no rule of its own: only the keys, their records, and the
-//! transactions), then writes in one transaction that compares the `mod_revision`
+//! store's identity (below), decides by [`grantid::rule::decide`] in the
+//! shared read → decide → conditional-write loop (`authority/src/cas.rs`:
+//! this file holds no rule and no loop of its own, only the keys, their
+//! records, and the transactions), then writes in one transaction that compares the `mod_revision`
 //! of every key it decided on (`create_revision == 0` for a key it creates):
 //! if any changed meanwhile the write does nothing and the grant is decided
 //! again from fresh reads, within `timeout_ms`. A first grant (no worker
@@ -48,13 +49,14 @@ use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
     ResponseHeader, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
-use grantid::rule::{self, Decision, Policy, Quarantine, Registered, View};
+use grantid::rule::{self, Policy, Registered};
 use grantid::{
     Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout, Workers,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::blocking::{Blocking, Work};
+use crate::cas::{self, Seen, Step};
 use crate::kernel::{Authority, Sessions, WorkerStatus};
 use crate::url::{Options, Target, TlsFiles};
 
@@ -387,13 +389,6 @@ impl std::fmt::Debug for EtcdAuthority {
     }
 }
 
-/// One decision of [`EtcdAuthority::attempt`].
-enum Step {
-    Answer(Result<Grant, GrantError>),
-    /// A compared key changed between the reads and the write: decide again.
-    Again,
-}
-
 impl EtcdAuthority {
     /// A client of the cluster at `endpoints` (`HOST:PORT` each). Does not
     /// connect.
@@ -657,15 +652,69 @@ impl Ctx {
             .saturating_add(self.options.clock_skew_ms)
     }
 
-    /// One read, decision and write of the rule (module docs): the store's
-    /// identity is checked here; everything else is [`rule::decide`]'s.
-    async fn attempt(
-        &self,
-        client: &mut Client,
-        request: &GrantRequest,
-        now_ms: u64,
-    ) -> Result<Step, GrantError> {
-        let l = request.layout;
+    /// The rule's policy for `request`'s layout.
+    fn policy(&self, l: &Layout) -> Policy {
+        Policy {
+            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
+            max_lead_ms: Some(self.options.max_lead_ms),
+            clock_skew_ms: self.options.clock_skew_ms,
+            only_worker: None,
+        }
+    }
+
+    /// Reads the store record (with the cluster id and revision).
+    async fn read_store(client: &mut Client) -> Result<(Read<StoreRecord>, Snapshot), GrantError> {
+        let resp = client
+            .txn(Txn::new().and_then([TxnOp::get(STORE_KEY, None)]))
+            .await
+            .map_err(|e| unavailable("cannot read", e))?;
+        let snap = snapshot(&resp)?;
+        let store = read_one(snap.gets.first().map_or(&[][..], |v| &v[..]))?;
+        Ok((store, snap))
+    }
+}
+
+/// The versions of one read of a namespace: the store record, the
+/// namespace's record and the worker records read, each with its revision.
+struct At {
+    cluster_id: u64,
+    prefix: String,
+    layout_key: String,
+    store: Read<StoreRecord>,
+    layout: Read<LayoutRecord>,
+    workers: Vec<(u32, Read<WorkerRecord>)>,
+}
+
+/// The rule's reads and conditional writes as etcd transactions.
+struct Txns<'a> {
+    ctx: &'a Ctx,
+    client: &'a mut Client,
+}
+
+impl Txns<'_> {
+    /// Sends `txn`, raises the revision floor; whether its compares held.
+    async fn write(&mut self, txn: Txn, what: &str) -> Result<bool, GrantError> {
+        let resp = self
+            .client
+            .txn(txn)
+            .await
+            .map_err(|e| unavailable(what, e))?;
+        if let Some(h) = resp.header() {
+            self.ctx
+                .seen_revision
+                .fetch_max(h.revision(), Ordering::AcqRel);
+        }
+        Ok(resp.succeeded())
+    }
+}
+
+impl cas::Store for Txns<'_> {
+    type At = At;
+
+    /// One transaction of reads: the store record, the namespace's record
+    /// and the worker (or every worker of a first grant). The store's
+    /// identity and revision are checked here.
+    async fn read(&mut self, request: &GrantRequest) -> Result<Seen<At>, GrantError> {
         let prefix = ns_prefix(&request.namespace);
         let layout_key = format!("{prefix}layout");
         let worker_get = match request.worker {
@@ -677,8 +726,9 @@ impl Ctx {
             TxnOp::get(layout_key.as_str(), None),
             worker_get,
         ]);
-        let floor = self.floor();
-        let resp = client
+        let floor = self.ctx.floor();
+        let resp = self
+            .client
             .txn(reads)
             .await
             .map_err(|e| unavailable("cannot read", e))?;
@@ -688,59 +738,12 @@ impl Ctx {
         };
         let store: Read<StoreRecord> = read_one(store_kvs)?;
         let layout: Read<LayoutRecord> = read_one(layout_kvs)?;
-
         let registered = layout
             .value
             .as_ref()
             .map(LayoutRecord::registered)
             .transpose()?;
-        let policy = Policy {
-            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
-            max_lead_ms: Some(self.options.max_lead_ms),
-            clock_skew_ms: self.options.clock_skew_ms,
-            only_worker: None,
-        };
-
-        // State loss this store shows (no record, another cluster, a
-        // revision that went back): a quarantine from now, and the rule
-        // answers over it (another layout `Refused` first, as ever), with
-        // nothing read from the store that showed the loss.
-        if let Some(reason) = self.loss(&store, &snap, floor) {
-            let until = now_ms.saturating_add(self.hold_ms());
-            if !self
-                .quarantine(
-                    client,
-                    &store,
-                    snap.cluster_id,
-                    now_ms,
-                    self.hold_ms(),
-                    reason.clone(),
-                )
-                .await?
-            {
-                return Ok(Step::Again);
-            }
-            let quarantine = Quarantine {
-                until_ms: until,
-                since_ms: now_ms,
-                reason,
-            };
-            let view = View {
-                registered: registered.as_ref(),
-                workers: &Workers::default(),
-                answer: None,
-                quarantine: Some(&quarantine),
-            };
-            return Ok(
-                match rule::decide(&view, request, &policy, now_ms, l.tick_at(now_ms)).answer() {
-                    Err(e) => Step::Answer(Err(e)),
-                    Ok(_) => Step::Again,
-                },
-            );
-        }
-
-        // The view: the namespace's record, the workers read (by number),
-        // the grant recorded for this request, the store's quarantine.
+        let loss = self.ctx.loss(&store, &snap, floor);
         let mut reads: Vec<(u32, Read<WorkerRecord>)> = Vec::new();
         for kv in worker_kvs {
             let key = String::from_utf8_lossy(kv.key());
@@ -774,112 +777,91 @@ impl Ctx {
                 });
             }
         }
-        let quarantine = store.value.as_ref().map(|s| Quarantine {
-            until_ms: s.quarantine_until_ms,
-            since_ms: s.quarantine_since_ms,
-            reason: s.reason.clone(),
-        });
-        let view = View {
-            registered: registered.as_ref(),
-            workers: &workers,
-            answer: answer.as_ref(),
-            quarantine: quarantine.as_ref(),
-        };
-        match rule::decide(&view, request, &policy, now_ms, l.tick_at(now_ms)) {
-            Decision::Recorded(grant) => Ok(Step::Answer(Ok(grant))),
-            Decision::Answer {
-                error,
-                quarantine,
-                namespace,
-            } => {
-                // The namespace's record first (registered, or its lead and
-                // skew raised), on the record as read.
-                if let Some(namespace) = namespace {
-                    let resp = client
-                        .txn(
-                            Txn::new()
-                                .when(vec![layout.unchanged(&layout_key)])
-                                .and_then(vec![TxnOp::put(
-                                    layout_key.as_str(),
-                                    encode(&LayoutRecord::of(&namespace)),
-                                    None,
-                                )]),
-                        )
-                        .await
-                        .map_err(|e| unavailable("cannot register the namespace", e))?;
-                    if let Some(h) = resp.header() {
-                        self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
-                    }
-                    if !resp.succeeded() {
-                        return Ok(Step::Again);
-                    }
-                }
-                if let Some((until, why)) = quarantine {
-                    let hold = until.saturating_sub(now_ms);
-                    if !self
-                        .quarantine(client, &store, snap.cluster_id, now_ms, hold, why)
-                        .await?
-                    {
-                        return Ok(Step::Again);
-                    }
-                }
-                Ok(Step::Answer(Err(error)))
-            }
-            Decision::Grant {
-                grant,
-                record,
-                namespace,
-                namespace_changed,
-            } => {
-                let wkey = worker_key(&prefix, u64::from(grant.worker));
-                let current = reads
-                    .iter()
-                    .find(|(n, _)| *n == grant.worker)
-                    .map_or(&ABSENT, |(_, r)| r);
-                let next = WorkerRecord::of_rule(
-                    &record,
-                    Some(LastGrant {
-                        incarnation: request.incarnation,
-                        request_id: request.request_id,
-                        start: grant.start,
-                        end: grant.end,
-                    }),
-                );
-                let mut compares = vec![store.unchanged(STORE_KEY), current.unchanged(&wkey)];
-                let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
-                // First grants of a namespace are serialised on its record.
-                if request.worker.is_none() || namespace_changed {
-                    compares.push(layout.unchanged(&layout_key));
-                    puts.push(TxnOp::put(
-                        layout_key.as_str(),
-                        encode(&LayoutRecord::of(&namespace)),
-                        None,
-                    ));
-                }
-                let resp = client
-                    .txn(Txn::new().when(compares).and_then(puts))
-                    .await
-                    .map_err(|e| unavailable("cannot write the grant", e))?;
-                if let Some(h) = resp.header() {
-                    self.seen_revision.fetch_max(h.revision(), Ordering::AcqRel);
-                }
-                if !resp.succeeded() {
-                    return Ok(Step::Again);
-                }
-                Ok(Step::Answer(Ok(grant)))
-            }
-        }
+        Ok(Seen {
+            registered,
+            workers,
+            answer,
+            quarantine: store.value.as_ref().map(quarantine_of),
+            loss,
+            at: At {
+                cluster_id: snap.cluster_id,
+                prefix,
+                layout_key,
+                store,
+                layout,
+                workers: reads,
+            },
+        })
     }
 
-    /// Reads the store record (with the cluster id and revision).
-    async fn read_store(client: &mut Client) -> Result<(Read<StoreRecord>, Snapshot), GrantError> {
-        let resp = client
-            .txn(Txn::new().and_then([TxnOp::get(STORE_KEY, None)]))
+    async fn quarantine(
+        &mut self,
+        at: &At,
+        now_ms: u64,
+        hold_ms: u64,
+        reason: String,
+    ) -> Result<bool, GrantError> {
+        self.ctx
+            .quarantine(
+                self.client,
+                &at.store,
+                at.cluster_id,
+                now_ms,
+                hold_ms,
+                reason,
+            )
             .await
-            .map_err(|e| unavailable("cannot read", e))?;
-        let snap = snapshot(&resp)?;
-        let store = read_one(snap.gets.first().map_or(&[][..], |v| &v[..]))?;
-        Ok((store, snap))
+    }
+
+    async fn put_namespace(&mut self, at: &At, namespace: &Registered) -> Result<bool, GrantError> {
+        let txn = Txn::new()
+            .when(vec![at.layout.unchanged(&at.layout_key)])
+            .and_then(vec![TxnOp::put(
+                at.layout_key.as_str(),
+                encode(&LayoutRecord::of(namespace)),
+                None,
+            )]);
+        self.write(txn, "cannot register the namespace").await
+    }
+
+    async fn put_grant(
+        &mut self,
+        at: &At,
+        request: &GrantRequest,
+        grant: &Grant,
+        record: &grantid::WorkerRecord,
+        namespace: Option<&Registered>,
+    ) -> Result<bool, GrantError> {
+        let wkey = worker_key(&at.prefix, u64::from(grant.worker));
+        let current = at
+            .workers
+            .iter()
+            .find(|(n, _)| *n == grant.worker)
+            .map_or(&ABSENT, |(_, r)| r);
+        let next = WorkerRecord::of_rule(
+            record,
+            Some(LastGrant {
+                incarnation: request.incarnation,
+                request_id: request.request_id,
+                start: grant.start,
+                end: grant.end,
+            }),
+        );
+        let mut compares = vec![at.store.unchanged(STORE_KEY), current.unchanged(&wkey)];
+        let mut puts = vec![TxnOp::put(wkey.as_str(), encode(&next), None)];
+        if let Some(namespace) = namespace {
+            compares.push(at.layout.unchanged(&at.layout_key));
+            puts.push(TxnOp::put(
+                at.layout_key.as_str(),
+                encode(&LayoutRecord::of(namespace)),
+                None,
+            ));
+        }
+        self.write(
+            Txn::new().when(compares).and_then(puts),
+            "cannot write the grant",
+        )
+        .await
     }
 }
 
@@ -901,8 +883,14 @@ impl GrantSource for EtcdAuthority {
         let request = request.clone();
         self.call("acquire failed", move |c| {
             Box::pin(async move {
+                let policy = ctx.policy(&request.layout);
                 loop {
-                    match ctx.attempt(c, &request, ctx.now_ms()).await? {
+                    let mut txns = Txns {
+                        ctx: &ctx,
+                        client: c,
+                    };
+                    let now_ms = ctx.now_ms();
+                    match cas::attempt(&mut txns, &request, &policy, ctx.hold_ms(), now_ms).await? {
                         Step::Answer(a) => return Ok(a),
                         Step::Again => tokio::time::sleep(RETRY_PAUSE).await,
                     }

@@ -193,35 +193,57 @@ pub fn postgres_acquire(
     now_ms: Option<u64>,
 ) -> Result<SqlCall, GrantError> {
     crate::kernel::check_sql_request(request, "PostgreSQL")?;
-    let l = request.layout;
-    let int8 = |v: u64| SqlValue::Int8(v as i64);
+    // A bigint holds the 64 bits as two's complement.
+    let mut params = sql_request_params(request, options, |v| SqlValue::Int8(v as i64));
+    params.extend([
+        now_ms.map_or(SqlValue::Null, int8),
+        SqlValue::Int4(i32::from(request.layout.split_bits())),
+    ]);
     Ok(SqlCall {
         function: "grantid.acquire",
         columns: POSTGRES_ACQUIRE_COLUMNS,
-        params: vec![
-            SqlValue::Text(request.namespace.clone()),
-            // A bigint holds the 64 bits as two's complement.
-            int8(request.incarnation),
-            int8(request.request_id),
-            request
-                .worker
-                .map_or(SqlValue::Null, |w| SqlValue::Int8(i64::from(w))),
-            int8(request.not_before.min(l.timestamp_limit())),
-            int8(request.duration.clamp(1, l.timestamp_limit())),
-            SqlValue::Int4(i32::from(l.timestamp_bits())),
-            SqlValue::Int4(i32::from(l.worker_bits())),
-            SqlValue::Int4(i32::from(l.sequence_bits())),
-            int8(l.epoch_ms()),
-            int8(l.tick_ms()),
-            int8(grace_ticks(
-                options.lease_grace_ms,
-                l.tick_ms(),
-                i64::MAX as u64 / 2,
-            )),
-            now_ms.map_or(SqlValue::Null, int8),
-            SqlValue::Int4(i32::from(l.split_bits())),
-        ],
+        params,
     })
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// A bigint parameter, at most `i64::MAX` (the request checks keep every
+/// value below it).
+fn int8(v: u64) -> SqlValue {
+    SqlValue::Int8(v.min(i64::MAX as u64) as i64)
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// The parameters every SQL store's `acquire` takes first, in order: the
+/// namespace, incarnation and request id (as `id` spells a 64-bit
+/// identifier in the store's column type), worker, not_before, duration,
+/// the layout and the lease grace in ticks.
+fn sql_request_params(
+    request: &GrantRequest,
+    options: &Options,
+    id: fn(u64) -> SqlValue,
+) -> Vec<SqlValue> {
+    let l = request.layout;
+    vec![
+        SqlValue::Text(request.namespace.clone()),
+        id(request.incarnation),
+        id(request.request_id),
+        request
+            .worker
+            .map_or(SqlValue::Null, |w| SqlValue::Int8(i64::from(w))),
+        int8(request.not_before.min(l.timestamp_limit())),
+        int8(request.duration.clamp(1, l.timestamp_limit())),
+        SqlValue::Int4(i32::from(l.timestamp_bits())),
+        SqlValue::Int4(i32::from(l.worker_bits())),
+        SqlValue::Int4(i32::from(l.sequence_bits())),
+        int8(l.epoch_ms()),
+        int8(l.tick_ms()),
+        int8(grace_ticks(
+            options.lease_grace_ms,
+            l.tick_ms(),
+            i64::MAX as u64 / 2,
+        )),
+    ]
 }
 
 #[cfg(feature = "postgres")]
@@ -284,38 +306,20 @@ pub fn mysql_acquire(
     now_ms: Option<u64>,
 ) -> Result<SqlCall, GrantError> {
     crate::kernel::check_sql_request(request, "MySQL")?;
-    let l = request.layout;
-    let int8 = |v: u64| SqlValue::Int8(v.min(i64::MAX as u64) as i64);
     // Bounds far below the columns' range, so that the procedure's sums
     // cannot overflow.
     let ms = |v: u64| int8(v.min(i64::MAX as u64 / 4));
+    let mut params = sql_request_params(request, options, SqlValue::UInt8);
+    params.extend([
+        ms(options.max_lead_ms),
+        ms(options.clock_skew_ms),
+        now_ms.map_or(SqlValue::Null, int8),
+        SqlValue::Int4(i32::from(request.layout.split_bits())),
+    ]);
     Ok(SqlCall {
         function: "grantid_acquire",
         columns: "",
-        params: vec![
-            SqlValue::Text(request.namespace.clone()),
-            SqlValue::UInt8(request.incarnation),
-            SqlValue::UInt8(request.request_id),
-            request
-                .worker
-                .map_or(SqlValue::Null, |w| SqlValue::Int8(i64::from(w))),
-            int8(request.not_before.min(l.timestamp_limit())),
-            int8(request.duration.clamp(1, l.timestamp_limit())),
-            SqlValue::Int4(i32::from(l.timestamp_bits())),
-            SqlValue::Int4(i32::from(l.worker_bits())),
-            SqlValue::Int4(i32::from(l.sequence_bits())),
-            int8(l.epoch_ms()),
-            int8(l.tick_ms()),
-            int8(grace_ticks(
-                options.lease_grace_ms,
-                l.tick_ms(),
-                i64::MAX as u64 / 2,
-            )),
-            ms(options.max_lead_ms),
-            ms(options.clock_skew_ms),
-            now_ms.map_or(SqlValue::Null, int8),
-            SqlValue::Int4(i32::from(l.split_bits())),
-        ],
+        params,
     })
 }
 
@@ -329,9 +333,7 @@ pub fn mysql_release(last: &Grant, now_ms: Option<u64>) -> SqlCall {
             SqlValue::Text(last.namespace.clone()),
             SqlValue::Int8(i64::from(last.worker)),
             SqlValue::UInt8(last.incarnation),
-            now_ms.map_or(SqlValue::Null, |ms| {
-                SqlValue::Int8(ms.min(i64::MAX as u64) as i64)
-            }),
+            now_ms.map_or(SqlValue::Null, int8),
         ],
     }
 }

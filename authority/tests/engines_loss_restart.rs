@@ -178,6 +178,48 @@ fn etcd_quarantines_new_state_a_fence_another_cluster_and_a_revision_that_went_b
     );
 }
 
+/// A loss found while the namespace holds a worker record that cannot be
+/// read is recorded all the same: the quarantine is written before any
+/// worker record is decoded, so every namespace waits.
+#[cfg(feature = "etcd")]
+#[test]
+fn etcd_records_a_loss_over_an_unreadable_worker_record() {
+    let scratch = Scratch::new("etcd-loss-unreadable");
+    let Some(server) = etcd(&scratch.0) else {
+        return;
+    };
+    let url = format!(
+        "etcd://127.0.0.1:{}?max_lead_ms=400&clock_skew_ms=100",
+        server.port
+    );
+    let authority = open(&url).unwrap();
+    authority.init_new_deployment().unwrap();
+    let ns = common::namespace("unreadable");
+    let req = |inc| common::request(&ns, inc, 1, None, 0, 10, layout());
+    authority.acquire(&req(1)).unwrap();
+    let put = |key: &str, value: &str| {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints=127.0.0.1:{}", server.port))
+            .args(["put", key, value])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    put(&format!("grantid/ns/{ns}/w/1"), "not a record");
+    put(
+        "grantid/store",
+        r#"{"cluster_id":12345,"epoch":9,"quarantine_until_ms":0,"reason":"copied"}"#,
+    );
+    let r = open(&url).unwrap().acquire(&req(2));
+    assert!(
+        matches!(&r, Err(GrantError::Unavailable(m)) if m.contains("cluster id changed")),
+        "{r:?}"
+    );
+    let q = authority.quarantine().unwrap().expect("a quarantine");
+    assert!(q.reason.contains("cluster id changed"), "{q:?}");
+}
+
 #[cfg(feature = "etcd")]
 fn copy_dir(from: &Path, to: &Path) {
     let status = Command::new("cp")

@@ -444,6 +444,9 @@ impl EtcdAuthority {
     /// from `options`).
     pub fn from_url(url: &str, options: Options) -> Result<EtcdAuthority, Error> {
         let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
+        if !matches!(scheme, "etcd" | "etcds") {
+            return Err(crate::kernel::not_this_engines(url, "etcd"));
+        }
         let mut ignored = Options::default();
         let parts = crate::url::Parts { url, scheme, rest };
         EtcdAuthority::open(url, self::url::parse(&parts, &mut ignored)?, options)
@@ -745,7 +748,9 @@ impl cas::Store for Txns<'_> {
             .transpose()?;
         let loss = self.ctx.loss(&store, &snap, floor);
         let mut reads: Vec<(u32, Read<WorkerRecord>)> = Vec::new();
-        for kv in worker_kvs {
+        // Over a loss nothing of the workers is read: the quarantine is
+        // written first, whatever their records hold.
+        for kv in worker_kvs.iter().filter(|_| loss.is_none()) {
             let key = String::from_utf8_lossy(kv.key());
             let Some(n) = key.rsplit('/').next().and_then(|n| n.parse::<u32>().ok()) else {
                 continue;
@@ -1165,6 +1170,14 @@ mod tests {
     /// A member that requires a client certificate ends the connection
     /// after the handshake; a write that meets the close is a broken pipe
     /// (the text a clean-clone run saw), and is read as that close too.
+    /// `from_url` opens etcd URLs only.
+    #[test]
+    fn from_url_refuses_another_engines_url() {
+        let e = EtcdAuthority::from_url("redis://h:6379", Options::default()).unwrap_err();
+        assert!(e.message().contains("not a URL of the etcd engine"), "{e}");
+        assert!(EtcdAuthority::from_url("etcd://h:2379", Options::default()).is_ok());
+    }
+
     #[test]
     fn a_close_seen_by_a_write_is_the_peers_close() {
         let write = "transport error: hyper::Error(Io, Custom { kind: BrokenPipe, error: \

@@ -10,6 +10,7 @@ use grantid::{Error, GrantSource};
 use crate::datacenter;
 use crate::kernel::{Authority, Sessions};
 use crate::url::{self, AuthorityUrl, Options, Parts, Target, default_file_path};
+
 /// The default authority URL: the file authority at [`default_file_path`].
 pub const DEFAULT_URL: &str = "file:";
 
@@ -29,15 +30,13 @@ type Open = fn(&str, Target, Options, usize) -> Result<Sessions, Error>;
 
 /// One engine: what the registry knows of it.
 struct Engine {
-    /// Its name: its folder `engines/<name>` and its page
-    /// `docs/reference/<name>.md` (`static` is `engines/static_worker`).
+    /// Its name: the cargo feature that builds it, its folder
+    /// `engines/<name>` (`static` is `engines/static_worker`).
     name: &'static str,
     /// Its schemes, the first as messages name it.
     schemes: &'static [&'static str],
     /// Whether its URLs are `scheme://...` (a server) or `scheme:...`.
     server: bool,
-    /// The cargo feature that builds it.
-    feature: &'static str,
     /// What a build needs besides the feature, for the message of a build
     /// without it.
     needs: &'static str,
@@ -51,7 +50,6 @@ const ENGINES: &[Engine] = &[
         name: "file",
         schemes: &["file"],
         server: false,
-        feature: "file",
         needs: "",
         #[cfg(feature = "file")]
         parts: Some((crate::engines::file::url::parse, crate::engines::file::open)),
@@ -62,7 +60,6 @@ const ENGINES: &[Engine] = &[
         name: "static",
         schemes: &["static"],
         server: false,
-        feature: "static",
         needs: "",
         #[cfg(feature = "static")]
         parts: Some((
@@ -76,7 +73,6 @@ const ENGINES: &[Engine] = &[
         name: "postgres",
         schemes: &["postgres", "postgresql"],
         server: true,
-        feature: "postgres",
         needs: "",
         #[cfg(feature = "postgres")]
         parts: Some((
@@ -90,7 +86,6 @@ const ENGINES: &[Engine] = &[
         name: "mysql",
         schemes: &["mysql", "mariadb"],
         server: true,
-        feature: "mysql",
         needs: "",
         #[cfg(feature = "mysql")]
         parts: Some((
@@ -104,7 +99,6 @@ const ENGINES: &[Engine] = &[
         name: "redis",
         schemes: &["redis", "rediss"],
         server: true,
-        feature: "redis",
         needs: "",
         #[cfg(feature = "redis")]
         parts: Some((
@@ -118,7 +112,6 @@ const ENGINES: &[Engine] = &[
         name: "etcd",
         schemes: &["etcd", "etcds"],
         server: true,
-        feature: "etcd",
         needs: "; it needs protoc: apt-get install protobuf-compiler",
         #[cfg(feature = "etcd")]
         parts: Some((crate::engines::etcd::url::parse, crate::engines::etcd::open)),
@@ -129,7 +122,6 @@ const ENGINES: &[Engine] = &[
         name: "grpc",
         schemes: &["grpc", "grpcs"],
         server: true,
-        feature: "grpc",
         needs: "",
         #[cfg(feature = "grpc")]
         parts: Some((crate::engines::grpc::url::parse, crate::engines::grpc::open)),
@@ -150,11 +142,10 @@ impl Engine {
             url::invalid(
                 url,
                 format!(
-                    "this build has no {name} authority: build with the cargo feature `{feature}` \
-                     (for example `cargo build -p grantid-cli --features {feature}`{needs}); see \
+                    "this build has no {name} authority: build with the cargo feature `{name}` \
+                     (for example `cargo build -p grantid-cli --features {name}`{needs}); see \
                      docs/reference/urls.md",
                     name = self.name,
-                    feature = self.feature,
                     needs = self.needs,
                 ),
             )
@@ -192,11 +183,16 @@ fn engine_of(url: &str) -> Result<(&'static Engine, Parts<'_>), Error> {
 /// Parses an authority URL by its engine's grammar. Environment variables
 /// named by `static:env:VAR` are read here.
 pub fn parse(url: &str) -> Result<AuthorityUrl, Error> {
+    Ok(parsed(url)?.1)
+}
+
+/// `url` parsed by its engine's grammar, with the engine's opener.
+fn parsed(url: &str) -> Result<(Open, AuthorityUrl), Error> {
     let (engine, parts) = engine_of(url)?;
-    let (parse, _) = engine.parts(url)?;
+    let (parse, open) = engine.parts(url)?;
     let mut options = Options::default();
     let target = parse(&parts, &mut options)?;
-    Ok(AuthorityUrl { target, options })
+    Ok((open, AuthorityUrl { target, options }))
 }
 
 /// Opens the authority named by `url` (see the crate's table of URLs). Only parsing
@@ -216,10 +212,7 @@ fn open_in(url: &str, datacenter: Option<u32>) -> Result<Box<dyn Authority>, Err
 
 /// `n` sessions of the engine `url` names, and the URL's datacenter.
 fn open_backends(url: &str, n: usize) -> Result<(Sessions, Option<u32>), Error> {
-    let (engine, parts) = engine_of(url)?;
-    let (parse, open) = engine.parts(url)?;
-    let mut options = Options::default();
-    let target = parse(&parts, &mut options)?;
+    let (open, AuthorityUrl { target, options }) = parsed(url)?;
     let datacenter = options.datacenter;
     Ok((open(url, target, options, n.max(1))?, datacenter))
 }
@@ -297,7 +290,7 @@ mod tests {
                     _ => format!("{shown}u@h/db"),
                 };
                 let Some((grammar, _)) = engine.parts else {
-                    assert!(parse(&url).unwrap_err().message().contains(engine.feature));
+                    assert!(parse(&url).unwrap_err().message().contains(engine.name));
                     continue;
                 };
                 let (_, parts) = engine_of(&url).unwrap();

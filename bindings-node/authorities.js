@@ -15,21 +15,24 @@ const native = require('./index.js')
 
 /**
  * A grant source on PostgreSQL through node-postgres. The schema is applied
- * once, on first use, when the function or the Rust adapter's schema version
- * is missing (idempotent, under the same advisory lock as the Rust
- * adapter). The statement and the reading of its row are the Rust
+ * once, on first use, when the Rust adapter's checks
+ * (`postgresSchemaChecks()`) say it is missing or older, as the adapter
+ * applies it (`postgresSchemaScript()`: idempotent, under its advisory
+ * lock). `options` are the URL options `leaseGraceMs`, `maxLeadMs`,
+ * `clockSkewMs`. The statement and the reading of its row are the Rust
  * adapter's own (`postgresAcquireCall`, `grantFromPostgresRow`).
  */
 function postgres(pool, options = {}) {
   let ready
   const ensureSchema = () => {
     ready ??= (async () => {
-      const have = await pool.query("SELECT to_regprocedure('grantid.acquire(text,bigint,bigint,bigint,bigint,bigint,integer,integer,integer,bigint,bigint,bigint,bigint,integer)') AS f")
-      if (have.rows[0].f) {
-        const current = await pool.query('SELECT 1 AS ok FROM grantid.schema_version WHERE version >= $1', [native.postgresSchemaVersion()])
-        if (current.rows[0]) return
+      for (const check of native.postgresSchemaChecks()) {
+        const { rows } = await pool.query(check)
+        if (!rows[0]) {
+          await pool.query(native.postgresSchemaScript())
+          return
+        }
       }
-      await pool.query(`BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema')); ${native.postgresSchemaSql()}; COMMIT;`)
     })().catch((e) => {
       ready = undefined
       throw e

@@ -288,6 +288,18 @@ export declare function parseId(text: string): string
 export declare function postgresAcquireCall(request: GrantRequest, options?: StoreCallOptions): SqlStatement
 
 /**
+ * The Rust adapter's schema checks: the database holds the schema it
+ * wants when each statement, run in order, returns a row.
+ */
+export declare function postgresSchemaChecks(): Array<string>
+
+/**
+ * The schema in one transaction under the adapter's advisory lock: one
+ * batch of statements without parameters, as the adapter applies it.
+ */
+export declare function postgresSchemaScript(): string
+
+/**
  * The authority's PostgreSQL schema and functions (the SQL the Rust
  * adapter applies), for `grantid/authorities`'s `postgres()`.
  */

@@ -107,7 +107,10 @@ pub use engines::grpc::GrpcAuthority;
 #[cfg(feature = "mysql")]
 pub use engines::mysql::{MYSQL_SQL_V1, MysqlAuthority};
 #[cfg(feature = "postgres")]
-pub use engines::postgres::{PgAuthority, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION, SQL_V1};
+pub use engines::postgres::{
+    PgAuthority, SCHEMA_LOCK as POSTGRES_SCHEMA_LOCK, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION,
+    SQL_V1, schema_checks as postgres_schema_checks, schema_script as postgres_schema_script,
+};
 #[cfg(feature = "redis")]
 pub use engines::redis::{LUA_V1, RedisAuthority};
 #[cfg(feature = "static")]
@@ -122,5 +125,5 @@ pub use registry::{
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,
     DEFAULT_REDIS_LOG_MAX, DEFAULT_TIMEOUT_MS, Options, Scope, Target, TlsFiles, default_file_path,
-    redact, trailing_ordinal,
+    max_lead_ms, redact, trailing_ordinal,
 };

@@ -198,6 +198,8 @@ pub fn postgres_acquire(
     params.extend([
         now_ms.map_or(SqlValue::Null, int8),
         SqlValue::Int4(i32::from(request.layout.split_bits())),
+        bounded_ms(options.max_lead_ms),
+        bounded_ms(options.clock_skew_ms),
     ]);
     Ok(SqlCall {
         function: "grantid.acquire",
@@ -211,6 +213,13 @@ pub fn postgres_acquire(
 /// value below it).
 fn int8(v: u64) -> SqlValue {
     SqlValue::Int8(v.min(i64::MAX as u64) as i64)
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// A duration in ms (`max_lead_ms`, `clock_skew_ms`) as a bigint far below
+/// the columns' range, so that the store's sums cannot overflow.
+fn bounded_ms(v: u64) -> SqlValue {
+    int8(v.min(i64::MAX as u64 / 4))
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -306,13 +315,10 @@ pub fn mysql_acquire(
     now_ms: Option<u64>,
 ) -> Result<SqlCall, GrantError> {
     crate::kernel::check_sql_request(request, "MySQL")?;
-    // Bounds far below the columns' range, so that the procedure's sums
-    // cannot overflow.
-    let ms = |v: u64| int8(v.min(i64::MAX as u64 / 4));
     let mut params = sql_request_params(request, options, SqlValue::UInt8);
     params.extend([
-        ms(options.max_lead_ms),
-        ms(options.clock_skew_ms),
+        bounded_ms(options.max_lead_ms),
+        bounded_ms(options.clock_skew_ms),
         now_ms.map_or(SqlValue::Null, int8),
         SqlValue::Int4(i32::from(request.layout.split_bits())),
     ]);
@@ -397,13 +403,16 @@ mod tests {
     #[test]
     fn the_sql_call_spells_its_placeholders_as_asked() {
         let call = postgres_acquire(&request(), &Options::default(), None).unwrap();
-        assert_eq!(call.params.len(), 14);
+        assert_eq!(call.params.len(), 16);
         assert_eq!(call.params[1], SqlValue::Int8(-1));
         assert_eq!(call.params[12], SqlValue::Null);
+        let d = Options::default();
+        assert_eq!(call.params[14], SqlValue::Int8(d.max_lead_ms as i64));
+        assert_eq!(call.params[15], SqlValue::Int8(d.clock_skew_ms as i64));
         let text = call.text(|i| format!("${i}"));
         assert!(text.starts_with("SELECT status, worker"), "{text}");
         assert!(text.ends_with(
-            "grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+            "grantid.acquire($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
         ));
         let release = postgres_release(&redis_grant_for_test(), None).text(|_| "%s".into());
         assert_eq!(release, "SELECT grantid.release(%s, %s, %s, %s)");

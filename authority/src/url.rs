@@ -441,11 +441,7 @@ pub(crate) fn apply_option(
         }
         "log_max" => options.log_max = number()?,
         "max_lead_ms" => {
-            let ms = number()?;
-            if ms == 0 {
-                return Err(invalid(url, "max_lead_ms must be at least 1"));
-            }
-            options.max_lead_ms = ms;
+            options.max_lead_ms = max_lead_ms(number()?).map_err(|e| invalid(url, e))?
         }
         "clock_skew_ms" => options.clock_skew_ms = number()?,
         "datacenter" => {
@@ -456,6 +452,16 @@ pub(crate) fn apply_option(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// `ms` as a `max_lead_ms`, wherever it comes from (a URL, a binding's
+/// store helper): at least 1.
+pub fn max_lead_ms(ms: u64) -> Result<u64, &'static str> {
+    if ms == 0 {
+        Err("max_lead_ms must be at least 1")
+    } else {
+        Ok(ms)
+    }
 }
 
 #[cfg(test)]

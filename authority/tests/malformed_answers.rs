@@ -58,15 +58,20 @@ fn database() -> Option<(Database, PgAuthority, postgres::Client)> {
     Some((db, authority, client))
 }
 
-/// Replaces `grantid.acquire` (the 14-argument one the adapter calls) by a
-/// function that returns the row of table `grantid.hostile`.
+/// Replaces `grantid.acquire` (the form the adapter calls) by a function
+/// that returns the row of table `grantid.hostile`.
 fn install_hostile_acquire(c: &mut postgres::Client) {
+    let r = request("hostile", 1, 1, None, 0, 10, small_layout());
+    let arity = grantid_authority::protocol::postgres_acquire(&r, &Options::default(), None)
+        .unwrap()
+        .params
+        .len() as i16;
     let args: String = c
         .query_one(
             "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p \
              WHERE p.pronamespace = 'grantid'::regnamespace AND p.proname = 'acquire' \
-               AND p.pronargs = 14",
-            &[],
+               AND p.pronargs = $1",
+            &[&arity],
         )
         .unwrap()
         .get(0);

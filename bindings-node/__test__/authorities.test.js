@@ -37,7 +37,10 @@ const request = {
   duration: 100, layout: { timestampBits: 41, workerBits: 10, sequenceBits: 12, epochMs: 1767225600000, tickMs: 1 },
 }
 
-test('postgres(pool) applies the schema again over an older version', { skip: !pgUrl && !required && 'GRANTID_TEST_POSTGRES_URL is not set' }, async () => {
+const pgSkip = { skip: !pgUrl && !required && 'GRANTID_TEST_POSTGRES_URL is not set' }
+
+// Runs `body(pool)` on a PostgreSQL database of its own, dropped after.
+async function withScratchDatabase (body) {
   assert.ok(pgUrl, 'GRANTID_TEST_POSTGRES_URL must be set when GRANTID_REQUIRE_SERVICES=1')
   const { Client, Pool } = require('pg')
   const name = `grantid_node_${process.pid}_${Date.now()}`
@@ -51,24 +54,36 @@ test('postgres(pool) applies the schema again over an older version', { skip: !p
   // them ("terminating connection due to administrator command"): the
   // pool reports it as an 'error' event, which is expected here.
   pool.on('error', (e) => assert.equal(e.code, '57P01', e.message))
-  const newest = 'SELECT max(version) AS v FROM grantid.schema_version'
   try {
-    const version = require('..').postgresSchemaVersion()
-    // A database of an older schema version (its functions in place). The
-    // calls' answers do not matter here (a new store is quarantined): the
-    // schema is applied before the call.
-    await authorities.postgres(pool)(request).catch(() => {})
-    await pool.query('DELETE FROM grantid.schema_version WHERE version >= $1', [version])
-    assert.ok((await pool.query(newest)).rows[0].v < version)
-    await authorities.postgres(pool)({ ...request, namespace: 'again' }).catch(() => {})
-    assert.equal((await pool.query(newest)).rows[0].v, version)
+    await body(pool)
   } finally {
     await pool.end()
     await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
     await admin.end()
   }
-})
+}
 
+test('postgres(pool) applies the schema again over an older version', pgSkip, () => withScratchDatabase(async (pool) => {
+  const newest = 'SELECT max(version) AS v FROM grantid.schema_version'
+  const version = require('..').postgresSchemaVersion()
+  // A database of an older schema version (its functions in place). The
+  // calls' answers do not matter here (a new store is quarantined): the
+  // schema is applied before the call.
+  await authorities.postgres(pool)(request).catch(() => {})
+  await pool.query('DELETE FROM grantid.schema_version WHERE version >= $1', [version])
+  assert.ok((await pool.query(newest)).rows[0].v < version)
+  await authorities.postgres(pool)({ ...request, namespace: 'again' }).catch(() => {})
+  assert.equal((await pool.query(newest)).rows[0].v, version)
+}))
+
+test('postgres(pool, options) gives the database maxLeadMs and clockSkewMs', pgSkip, () => withScratchDatabase(async (pool) => {
+  // The answer does not matter (a new store is quarantined): the namespace
+  // records the caller's lead and skew before anything is granted.
+  await authorities.postgres(pool, { maxLeadMs: 8000, clockSkewMs: 1500 })(request).catch(() => {})
+  const { rows } = await pool.query('SELECT max_lead_ms, clock_skew_ms FROM grantid.namespaces WHERE namespace = $1', [request.namespace])
+  assert.deepEqual(rows, [{ max_lead_ms: '8000', clock_skew_ms: '1500' }])
+  await assert.rejects(authorities.postgres(pool, { maxLeadMs: 0 })(request), /maxLeadMs must be at least 1/)
+}))
 
 test('redis(client) runs the authority\'s Lua script with the Rust adapter\'s keys and arguments', async () => {
   const fs = require('node:fs')

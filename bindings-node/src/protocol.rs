@@ -62,7 +62,8 @@ fn options_from_js(o: Option<&StoreCallOptions>) -> Result<Options, JsErr> {
     let options = Options {
         lease_grace_ms: ms(o.lease_grace_ms, "leaseGraceMs", d.lease_grace_ms)?,
         log_max: ms(o.log_max, "logMax", d.log_max)?,
-        max_lead_ms: ms(o.max_lead_ms, "maxLeadMs", d.max_lead_ms)?,
+        max_lead_ms: grantid_authority::max_lead_ms(ms(o.max_lead_ms, "maxLeadMs", d.max_lead_ms)?)
+            .map_err(|e| invalid(e.replace("max_lead_ms", "maxLeadMs")))?,
         clock_skew_ms: ms(o.clock_skew_ms, "clockSkewMs", d.clock_skew_ms)?,
         ..d
     };
@@ -263,6 +264,20 @@ pub fn postgres_schema_version() -> i32 {
 #[napi]
 pub fn postgres_schema_sql() -> &'static str {
     grantid_authority::SQL_V1
+}
+
+/// The Rust adapter's schema checks: the database holds the schema it
+/// wants when each statement, run in order, returns a row.
+#[napi]
+pub fn postgres_schema_checks() -> Vec<String> {
+    grantid_authority::postgres_schema_checks().to_vec()
+}
+
+/// The schema in one transaction under the adapter's advisory lock: one
+/// batch of statements without parameters, as the adapter applies it.
+#[napi]
+pub fn postgres_schema_script() -> String {
+    grantid_authority::postgres_schema_script()
 }
 
 /// The authority's Redis script (the Lua the Rust adapter runs), for

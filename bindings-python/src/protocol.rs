@@ -60,6 +60,25 @@ fn ms(name: &str, value: Option<i64>, default: u64) -> PyResult<u64> {
     }
 }
 
+/// The helpers' call options, with the URL options' names and rules
+/// (docs/reference/urls.md); a missing one takes its default.
+fn call_options(
+    lease_grace_ms: Option<i64>,
+    log_max: Option<i64>,
+    max_lead_ms: Option<i64>,
+    clock_skew_ms: Option<i64>,
+) -> PyResult<Options> {
+    let d = Options::default();
+    Ok(Options {
+        lease_grace_ms: ms("lease_grace_ms", lease_grace_ms, d.lease_grace_ms)?,
+        log_max: ms("log_max", log_max, d.log_max)?,
+        max_lead_ms: grantid_authority::max_lead_ms(ms("max_lead_ms", max_lead_ms, d.max_lead_ms)?)
+            .map_err(invalid)?,
+        clock_skew_ms: ms("clock_skew_ms", clock_skew_ms, d.clock_skew_ms)?,
+        ..d
+    })
+}
+
 fn sql_to_py(py: Python<'_>, call: &protocol::SqlCall) -> PyResult<SqlStatement> {
     let params = call
         .params
@@ -127,14 +146,7 @@ pub(crate) fn redis_acquire_call(
     max_lead_ms: Option<i64>,
     clock_skew_ms: Option<i64>,
 ) -> PyResult<ScriptCall> {
-    let d = Options::default();
-    let options = Options {
-        lease_grace_ms: ms("lease_grace_ms", lease_grace_ms, d.lease_grace_ms)?,
-        log_max: ms("log_max", log_max, d.log_max)?,
-        max_lead_ms: ms("max_lead_ms", max_lead_ms, d.max_lead_ms)?,
-        clock_skew_ms: ms("clock_skew_ms", clock_skew_ms, d.clock_skew_ms)?,
-        ..d
-    };
+    let options = call_options(lease_grace_ms, log_max, max_lead_ms, clock_skew_ms)?;
     let call =
         protocol::redis_acquire(&request.0, &options, None).map_err(|e| answer_error(py, e))?;
     Ok((call.keys, call.args))
@@ -171,19 +183,18 @@ pub(crate) fn grant_from_redis_reply(
 }
 
 /// The `grantid.acquire` statement `(text, params)` that asks for
-/// `request`. The authority's time is the server's clock.
+/// `request`; a missing option takes the reference authorities' default.
+/// The authority's time is the server's clock.
 #[pyfunction]
-#[pyo3(signature = (request, *, lease_grace_ms=None))]
+#[pyo3(signature = (request, *, lease_grace_ms=None, max_lead_ms=None, clock_skew_ms=None))]
 pub(crate) fn postgres_acquire_call(
     py: Python<'_>,
     request: PyRef<'_, PyGrantRequest>,
     lease_grace_ms: Option<i64>,
+    max_lead_ms: Option<i64>,
+    clock_skew_ms: Option<i64>,
 ) -> PyResult<SqlStatement> {
-    let d = Options::default();
-    let options = Options {
-        lease_grace_ms: ms("lease_grace_ms", lease_grace_ms, d.lease_grace_ms)?,
-        ..d
-    };
+    let options = call_options(lease_grace_ms, None, max_lead_ms, clock_skew_ms)?;
     let call =
         protocol::postgres_acquire(&request.0, &options, None).map_err(|e| answer_error(py, e))?;
     sql_to_py(py, &call)

@@ -19,6 +19,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "POSTGRES_SCHEMA_VERSION",
         grantid_authority::POSTGRES_SCHEMA_VERSION,
     )?;
+    m.add(
+        "POSTGRES_SCHEMA_CHECKS",
+        grantid_authority::postgres_schema_checks().to_vec(),
+    )?;
+    m.add(
+        "POSTGRES_SCHEMA_LOCK",
+        grantid_authority::POSTGRES_SCHEMA_LOCK,
+    )?;
     m.add("REDIS_LUA", grantid_authority::LUA_V1)?;
     m.add(
         "DEFAULT_LEASE_GRACE_MS",

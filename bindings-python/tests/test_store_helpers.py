@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 import pytest
 
 import grantid
-from grantid import authorities
+from grantid import _grantid, authorities
 
 from conftest import service_url
 
@@ -138,8 +138,10 @@ def test_postgres_helper_sends_the_rust_adapters_statement() -> None:
     assert (grant.worker, grant.grant_id, grant.start, grant.end) == (3, 7, start, start + 100)
     text, params = conn.calls[0]
     assert text.startswith("SELECT status, worker, grant_id, start_tick, end_tick, message FROM grantid.acquire(")
-    assert len(params) == 14 and text.count("%s") == 14
+    assert len(params) == 16 and text.count("%s") == 16
     assert params[0] == "ns" and params[3] is None and params[12] is None and params[13] == 0
+    # max_lead_ms and clock_skew_ms: the defaults.
+    assert params[14:] == [7000, 1000]
     source.release(grant)
     assert conn.calls[1] == (
         "SELECT grantid.release(%s, %s, %s, %s)",
@@ -339,13 +341,41 @@ def test_postgres_helper_applies_the_schema_when_the_call_finds_no_function() ->
         with psycopg.connect(db_url) as conn:
             conn.execute(authorities.POSTGRES_SQL)
             conn.execute("SELECT grantid.declare_new_deployment()")
-            conn.execute(
-                "DROP FUNCTION grantid.acquire(text, bigint, bigint, bigint, bigint, bigint, integer, "
-                "integer, integer, bigint, bigint, bigint, bigint, integer)"
-            )
+            # The form the helper's statement names (its number of arguments).
+            _, params = _grantid.postgres_acquire_call(a_request(grantid.Layout()))
+            (args,) = conn.execute(
+                "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p "
+                "WHERE p.pronamespace = 'grantid'::regnamespace AND p.proname = 'acquire' "
+                "AND p.pronargs = %s",
+                [len(params)],
+            ).fetchone()
+            conn.execute(f"DROP FUNCTION grantid.acquire({args})")
         helper = authorities.postgres(lambda: psycopg.connect(db_url))
         with grantid.Generator(helper, namespace=fresh_namespace()) as g:
             g.next_id()
+
+
+def test_postgres_helper_registers_its_lead_and_skew() -> None:
+    """max_lead_ms and clock_skew_ms reach the database as the URL's options
+    do: the namespace records them."""
+    with scratch_database() as (psycopg, db_url):
+        with psycopg.connect(db_url) as conn:
+            conn.execute(authorities.POSTGRES_SQL)
+            conn.execute("SELECT grantid.declare_new_deployment()")
+        ns = fresh_namespace()
+        helper = authorities.postgres(lambda: psycopg.connect(db_url), max_lead_ms=8000, clock_skew_ms=1500)
+        with grantid.Generator(helper, namespace=ns) as g:
+            g.next_id()
+        with psycopg.connect(db_url) as conn:
+            recorded = conn.execute(
+                "SELECT max_lead_ms, clock_skew_ms FROM grantid.namespaces WHERE namespace = %s", [ns]
+            ).fetchone()
+        assert recorded == (8000, 1500)
+
+
+def test_postgres_helper_refuses_a_zero_lead() -> None:
+    with pytest.raises(grantid.InvalidArgument, match="max_lead_ms must be at least 1"):
+        _grantid.postgres_acquire_call(a_request(grantid.Layout()), max_lead_ms=0)
 
 
 def test_postgres_helper_upgrades_an_older_schema() -> None:

@@ -10,6 +10,8 @@ DEFAULT_MAX_BATCH: int
 ERROR_CODES: List[Tuple[str, str]]
 POSTGRES_SQL: str
 POSTGRES_SCHEMA_VERSION: int
+POSTGRES_SCHEMA_CHECKS: List[str]
+POSTGRES_SCHEMA_LOCK: str
 REDIS_LUA: str
 DEFAULT_LEASE_GRACE_MS: int
 
@@ -263,7 +265,11 @@ def redis_acquire_call(
 def redis_release_call(grant: Grant) -> Tuple[List[str], List[str]]: ...
 def grant_from_redis_reply(request: GrantRequest, reply: object) -> Grant: ...
 def postgres_acquire_call(
-    request: GrantRequest, *, lease_grace_ms: Optional[int] = None
+    request: GrantRequest,
+    *,
+    lease_grace_ms: Optional[int] = None,
+    max_lead_ms: Optional[int] = None,
+    clock_skew_ms: Optional[int] = None,
 ) -> Tuple[str, List[Union[str, int, None]]]: ...
 def postgres_release_call(grant: Grant) -> Tuple[str, List[Union[str, int, None]]]: ...
 def grant_from_postgres_row(request: GrantRequest, row: object) -> Grant: ...

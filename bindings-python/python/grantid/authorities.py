@@ -37,6 +37,7 @@ from ._grantid import Grant, GrantRequest
 
 POSTGRES_SQL: str = _grantid.POSTGRES_SQL
 POSTGRES_SCHEMA_VERSION: int = _grantid.POSTGRES_SCHEMA_VERSION
+POSTGRES_SCHEMA_CHECKS: List[str] = _grantid.POSTGRES_SCHEMA_CHECKS
 REDIS_LUA: str = _grantid.REDIS_LUA
 DEFAULT_LEASE_GRACE_MS: int = _grantid.DEFAULT_LEASE_GRACE_MS
 
@@ -51,13 +52,25 @@ class PostgresSource:
 
     ``connect`` is a function returning a new psycopg (3) connection; it is
     called lazily, again after a failure, and in a ``fork()`` child. The
-    schema is applied when missing, or when the database lacks the function
-    the call names (an older schema), as ``POSTGRES_SQL`` under the same
-    advisory lock as the Rust adapter."""
+    schema is applied when the Rust adapter's checks
+    (``POSTGRES_SCHEMA_CHECKS``) say it is missing or older, or when the
+    database lacks the function the call names, as ``POSTGRES_SQL`` under
+    the same advisory lock as the Rust adapter. ``lease_grace_ms``,
+    ``max_lead_ms`` and ``clock_skew_ms`` are the URL options of the same
+    names (``None``: their defaults)."""
 
-    def __init__(self, connect: Callable[[], Any], *, lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS,
+        max_lead_ms: Optional[int] = None,
+        clock_skew_ms: Optional[int] = None,
+    ) -> None:
         self._connect = connect
         self._lease_grace_ms = lease_grace_ms
+        self._max_lead_ms = max_lead_ms
+        self._clock_skew_ms = clock_skew_ms
         self._lock = threading.Lock()
         self._conn: Any = None
         self._pid = os.getpid()
@@ -73,23 +86,15 @@ class PostgresSource:
     @staticmethod
     def _apply_schema(conn: Any) -> None:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext('grantid schema'))")
+            conn.execute(_grantid.POSTGRES_SCHEMA_LOCK)
             conn.execute(POSTGRES_SQL)
 
     def _connection(self) -> Any:
         if self._conn is None or self._pid != os.getpid():
             conn = self._connect()
-            ready = conn.execute(
-                "SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = 'grantid' AND tablename = 'schema_version'"
-            ).fetchone()
-            if ready is not None:
-                # The version the Rust adapter wants: an older schema is
-                # applied again, as the adapter does.
-                ready = conn.execute(
-                    "SELECT 1 FROM grantid.schema_version WHERE version >= %s", [POSTGRES_SCHEMA_VERSION]
-                ).fetchone()
+            ready = all(conn.execute(check).fetchone() is not None for check in POSTGRES_SCHEMA_CHECKS)
             conn.commit()
-            if ready is None:
+            if not ready:
                 self._apply_schema(conn)
             self._conn, self._pid = conn, os.getpid()
         return self._conn
@@ -119,7 +124,12 @@ class PostgresSource:
                 raise
 
     def acquire(self, request: GrantRequest) -> Grant:
-        call = _grantid.postgres_acquire_call(request, lease_grace_ms=self._lease_grace_ms)
+        call = _grantid.postgres_acquire_call(
+            request,
+            lease_grace_ms=self._lease_grace_ms,
+            max_lead_ms=self._max_lead_ms,
+            clock_skew_ms=self._clock_skew_ms,
+        )
         return _grantid.grant_from_postgres_row(request, self._run(call))
 
     def release(self, grant: Grant) -> None:
@@ -170,10 +180,16 @@ class RedisSource:
         self._eval(_grantid.redis_release_call(grant))
 
 
-def postgres(connect: Callable[[], Any], *, lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS) -> PostgresSource:
+def postgres(
+    connect: Callable[[], Any],
+    *,
+    lease_grace_ms: int = DEFAULT_LEASE_GRACE_MS,
+    max_lead_ms: Optional[int] = None,
+    clock_skew_ms: Optional[int] = None,
+) -> PostgresSource:
     """A grant source calling ``grantid.acquire`` via psycopg; ``connect()``
     returns a new connection."""
-    return PostgresSource(connect, lease_grace_ms=lease_grace_ms)
+    return PostgresSource(connect, lease_grace_ms=lease_grace_ms, max_lead_ms=max_lead_ms, clock_skew_ms=clock_skew_ms)
 
 
 def redis(

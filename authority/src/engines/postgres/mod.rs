@@ -51,13 +51,38 @@ pub(crate) fn open(
     }
 }
 
-/// The schema and functions (authority/src/engines/postgres/v1.sql; schema version 7).
+/// The schema and functions (authority/src/engines/postgres/v1.sql; schema version 8).
 pub const SQL_V1: &str = include_str!("v1.sql");
 
 /// The version row that authority/src/engines/postgres/v1.sql inserts: the adapter (and
 /// every binding's helper) applies the script again when the database has
 /// only older versions.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
+
+/// The statement that makes every application of the schema to one
+/// database wait for the others (the adapter, `grantid authority init`,
+/// every binding's helper), inside the applying transaction.
+pub const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('grantid schema'))";
+
+/// The statements that tell whether a database holds schema version
+/// [`SCHEMA_VERSION`] or later: it does when each, run in order, returns a
+/// row. When it does not, [`schema_script`] is run. The adapter and every
+/// binding's helper (Python's `PostgresSource`, Node's `postgres()`) run
+/// these, and no other check.
+pub fn schema_checks() -> [String; 2] {
+    [
+        "SELECT 1 FROM pg_catalog.pg_tables \
+         WHERE schemaname = 'grantid' AND tablename = 'schema_version'"
+            .to_owned(),
+        format!("SELECT 1 FROM grantid.schema_version WHERE version >= {SCHEMA_VERSION} LIMIT 1"),
+    ]
+}
+
+/// [`SQL_V1`] in one transaction under [`SCHEMA_LOCK`]: one batch of
+/// statements without parameters.
+pub fn schema_script() -> String {
+    format!("BEGIN; {SCHEMA_LOCK};\n{SQL_V1}\nCOMMIT;")
+}
 
 /// One process's connection: the client, and the task that owns the
 /// socket (on the bridge's runtime, which drives it only while a call runs).
@@ -150,9 +175,7 @@ impl PgAuthority {
             .keepalives_idle(options.timeout.max(std::time::Duration::from_secs(1)))
             .options(format!(
                 "-c statement_timeout={ms} -c lock_timeout={ms} \
-                 -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on \
-                 -c grantid.max_lead_ms={} -c grantid.clock_skew_ms={}",
-                options.max_lead_ms, options.clock_skew_ms
+                 -c idle_in_transaction_session_timeout={ms} -c synchronous_commit=on"
             ));
         if config.get_application_name().is_none() {
             config.application_name("grantid");
@@ -194,25 +217,14 @@ impl PgAuthority {
     }
 
     async fn prepare(client: &Client) -> Result<(), GrantError> {
-        let ready = client
-            .query_opt(
-                "SELECT 1 FROM pg_catalog.pg_tables \
-                 WHERE schemaname = 'grantid' AND tablename = 'schema_version'",
-                &[],
-            )
-            .await
-            .map_err(|e| unavailable("cannot read the catalog", describe(&e)))?
-            .is_some()
-            && client
-                .query_opt(
-                    "SELECT 1 FROM grantid.schema_version WHERE version >= $1 LIMIT 1",
-                    &[&SCHEMA_VERSION],
-                )
+        for check in schema_checks() {
+            let row = client
+                .query_opt(&check, &[])
                 .await
-                .map_err(|e| unavailable("cannot read grantid.schema_version", describe(&e)))?
-                .is_some();
-        if !ready {
-            apply_schema(client).await?;
+                .map_err(|e| unavailable("cannot read the schema's version", describe(&e)))?;
+            if row.is_none() {
+                return apply_schema(client).await;
+            }
         }
         Ok(())
     }
@@ -296,9 +308,7 @@ fn sql_refs(params: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)>
 /// Applies [`SQL_V1`] in one transaction under an advisory lock.
 async fn apply_schema(client: &Client) -> Result<(), GrantError> {
     client
-        .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema'));\n{SQL_V1}\nCOMMIT;"
-        ))
+        .batch_execute(&schema_script())
         .await
         .map_err(|e| unavailable("cannot apply the schema", describe(&e)))
 }
@@ -345,10 +355,7 @@ impl Authority for PgAuthority {
     fn init(&self) -> Result<String, Error> {
         let settings = self
             .call("cannot apply the schema", |c| async move {
-                c.batch_execute(&format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock(hashtext('grantid schema'));\n{SQL_V1}\nCOMMIT;"
-                ))
-                .await?;
+                c.batch_execute(&schema_script()).await?;
                 c.query_one(
                     "SELECT current_setting('fsync'), current_setting('synchronous_commit'), \
                             current_setting('synchronous_standby_names')",
@@ -423,9 +430,12 @@ impl Authority for PgAuthority {
 
     fn fence(&self) -> Result<String, Error> {
         let now_ms = self.now_ms().map(|ms| ms as i64);
+        let [lead, skew] = [self.options.max_lead_ms, self.options.clock_skew_ms]
+            .map(|ms| ms.min(i64::MAX as u64 / 4) as i64);
         let until: i64 = self
             .call("grantid.fence failed", |c| async move {
-                c.query_one("SELECT grantid.fence($1)", &[&now_ms]).await
+                c.query_one("SELECT grantid.fence($1, $2, $3)", &[&now_ms, &lead, &skew])
+                    .await
             })
             .map_err(Error::from)?
             .get(0);

@@ -1,4 +1,4 @@
--- grantid PostgreSQL authority, schema version 7 (version 1 plus: forced
+-- grantid PostgreSQL authority, schema version 8 (version 1 plus: forced
 -- synchronous_commit, fsync check, 'refused' and 'wait' answers, one
 -- worker-choice rule; version 3: state-loss quarantine and bounded lead,
 -- docs/AUTHORITIES.md "State loss"; version 4: a renewal during a
@@ -7,9 +7,13 @@
 -- and a renewal beyond the worker's high-water starts a quarantine;
 -- version 6: it does so whoever the store says holds the worker; version 7:
 -- only within grantid::evidence_bound, the latest end of a grant the store
--- could have made, and a claim beyond it starts no quarantine). The
+-- could have made, and a claim beyond it starts no quarantine; version 8:
+-- max_lead_ms and clock_skew_ms are acquire's and fence's arguments). The
 -- signatures of version 1's functions are unchanged; grantid.acquire has a
--- 14-argument form beside them (the split).
+-- 14-argument form (the split) and a 16-argument one (the split, max_lead_ms
+-- and clock_skew_ms) beside them. The forms without max_lead_ms and
+-- clock_skew_ms take them from the session's settings grantid.max_lead_ms
+-- and grantid.clock_skew_ms, or their defaults.
 --
 -- Applied by `grantid authority init URL`, and by the Rust adapter when the
 -- schema is missing. Idempotent: safe to run again. The Rust adapter runs it
@@ -120,17 +124,22 @@ BEGIN
 END
 $fn$;
 
--- Starts (or extends) a quarantine until p_ms + max_lead + skew, and at
--- least until p_latest_ms + skew (a holder's evidence: the end of grants it
--- holds). Each namespace waits at least its own recorded lead from p_ms
--- (grantid.gate). Returns the end for the longest recorded lead.
+-- Starts (or extends) a quarantine until p_ms + p_lead_ms + p_skew_ms, and
+-- at least until p_latest_ms + p_skew_ms (a holder's evidence: the end of
+-- grants it holds); a NULL lead or skew is the session's setting. Each
+-- namespace waits at least its own recorded lead from p_ms (grantid.gate).
+-- Returns the end for the longest recorded lead.
 DROP FUNCTION IF EXISTS grantid.quarantine(bigint, text);
+DROP FUNCTION IF EXISTS grantid.quarantine(bigint, text, bigint);
 CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text,
-                                              p_latest_ms bigint DEFAULT 0) RETURNS bigint
+                                              p_latest_ms bigint DEFAULT 0,
+                                              p_lead_ms bigint DEFAULT NULL,
+                                              p_skew_ms bigint DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
-    v_skew  bigint := grantid.setting_ms('grantid.clock_skew_ms', 1000);
-    v_until bigint := greatest(p_ms + grantid.setting_ms('grantid.max_lead_ms', 7000),
+    v_skew  bigint := coalesce(p_skew_ms, grantid.setting_ms('grantid.clock_skew_ms', 1000));
+    v_until bigint := greatest(p_ms + coalesce(p_lead_ms,
+                                               grantid.setting_ms('grantid.max_lead_ms', 7000)),
                                p_latest_ms) + v_skew;
     v_id    record := grantid.identity();
 BEGIN
@@ -164,7 +173,8 @@ BEGIN
     SELECT * INTO st FROM grantid.store;
     IF NOT FOUND THEN
         PERFORM grantid.quarantine(p_ms,
-            'the database had no grantid state (never used, or lost)');
+            'the database had no grantid state (never used, or lost)', 0,
+            nullif(p_lead_ms, 0), p_skew_ms);
     ELSIF st.timeline IS DISTINCT FROM v_id.timeline
        OR (st.system_identifier IS NOT NULL AND v_id.system_identifier IS NOT NULL
            AND st.system_identifier <> v_id.system_identifier) THEN
@@ -172,7 +182,8 @@ BEGIN
             'the database''s identity changed from system %s timeline %s to system %s '
             'timeline %s (a promotion, a point-in-time recovery or a restore)',
             coalesce(st.system_identifier, '?'), st.timeline,
-            coalesce(v_id.system_identifier, '?'), v_id.timeline));
+            coalesce(v_id.system_identifier, '?'), v_id.timeline), 0,
+            nullif(p_lead_ms, 0), p_skew_ms);
     END IF;
     SELECT * INTO st FROM grantid.store;
     v_until := greatest(st.quarantine_until_ms,
@@ -187,11 +198,21 @@ BEGIN
 END
 $fn$;
 
--- The operator's fence (grantid authority fence): a quarantine from now.
-CREATE OR REPLACE FUNCTION grantid.fence(p_now_ms bigint DEFAULT NULL) RETURNS bigint
+-- The operator's fence (grantid authority fence): a quarantine from now
+-- (p_now_ms NULL: the database's clock) of p_max_lead_ms + p_clock_skew_ms.
+CREATE OR REPLACE FUNCTION grantid.fence(p_now_ms bigint, p_max_lead_ms bigint,
+                                         p_clock_skew_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE AS $fn$
     SELECT grantid.quarantine(coalesce(p_now_ms,
-        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 'fenced by the operator');
+        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 'fenced by the operator',
+        0, p_max_lead_ms, p_clock_skew_ms);
+$fn$;
+
+-- Version 1's form: lead and skew from the session's settings.
+CREATE OR REPLACE FUNCTION grantid.fence(p_now_ms bigint DEFAULT NULL) RETURNS bigint
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT grantid.fence(p_now_ms, grantid.setting_ms('grantid.max_lead_ms', 7000),
+                         grantid.setting_ms('grantid.clock_skew_ms', 1000));
 $fn$;
 
 -- grantid authority init --new-deployment: the row without a quarantine,
@@ -220,8 +241,11 @@ $fn$;
 -- p_worker NULL asks for any free worker. p_lease_grace is in ticks.
 -- p_now_ms replaces the database clock (Unix ms): for tests and fault
 -- injection only; NULL in production.
--- p_split_bits: the layout's split (grantid.namespaces.split_bits); the
--- 13-argument form below is this one with 0.
+-- p_split_bits: the layout's split (grantid.namespaces.split_bits).
+-- p_max_lead_ms: no grant ends more than this after the clock; with
+-- p_clock_skew_ms, the length of a quarantine this call starts. The 14- and
+-- 13-argument forms below are this one with the session's settings (and a
+-- split of 0).
 CREATE OR REPLACE FUNCTION grantid.acquire(
     p_namespace      text,
     p_incarnation    bigint,
@@ -236,7 +260,9 @@ CREATE OR REPLACE FUNCTION grantid.acquire(
     p_tick_ms        bigint,
     p_lease_grace    bigint,
     p_now_ms         bigint,
-    p_split_bits     integer
+    p_split_bits     integer,
+    p_max_lead_ms    bigint,
+    p_clock_skew_ms  bigint
 ) RETURNS TABLE (status text, worker bigint, grant_id bigint,
                  start_tick bigint, end_tick bigint, message text)
 LANGUAGE plpgsql VOLATILE AS $fn$
@@ -255,13 +281,16 @@ DECLARE
     v_bound  bigint;
     v_gate   text;
     v_ms     bigint;
-    v_lead   bigint := grantid.setting_ms('grantid.max_lead_ms', 7000);
-    v_skew   bigint := grantid.setting_ms('grantid.clock_skew_ms', 1000);
+    v_lead   bigint := p_max_lead_ms;
+    v_skew   bigint := p_clock_skew_ms;
 BEGIN
     IF p_timestamp_bits < 1 OR p_timestamp_bits > 62 OR p_worker_bits < 0
        OR p_worker_bits > 32 OR p_tick_ms < 1 OR p_duration < 1
        OR p_split_bits IS NULL OR p_split_bits < 0 OR p_split_bits > 32 THEN
         RAISE EXCEPTION 'grantid.acquire: bad layout or duration';
+    END IF;
+    IF v_lead IS NULL OR v_lead < 1 OR v_skew IS NULL OR v_skew < 0 THEN
+        RAISE EXCEPTION 'grantid.acquire: max_lead_ms must be at least 1 and clock_skew_ms at least 0';
     END IF;
     v_limit := 1::bigint << p_timestamp_bits;
     v_count := 1::bigint << p_worker_bits;
@@ -377,7 +406,8 @@ BEGIN
                 'store''s high-water (tick %s): the store forgot a grant it made (restored '
                 'from a backup or a snapshot?); stop issuing from them and acquire again',
                 p_worker, p_not_before, w.high_water);
-            PERFORM grantid.quarantine(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms);
+            PERFORM grantid.quarantine(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms,
+                                       ns.max_lead_ms, ns.clock_skew_ms);
             RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
                 NULL::bigint, v_gate;
             RETURN;
@@ -469,7 +499,33 @@ BEGIN
 END
 $fn$;
 
--- Version 1's form: the 14-argument one with no datacenter split.
+-- Version 5's form: lead and skew from the session's settings.
+CREATE OR REPLACE FUNCTION grantid.acquire(
+    p_namespace      text,
+    p_incarnation    bigint,
+    p_request_id     bigint,
+    p_worker         bigint,
+    p_not_before     bigint,
+    p_duration       bigint,
+    p_timestamp_bits integer,
+    p_worker_bits    integer,
+    p_sequence_bits  integer,
+    p_epoch_ms       bigint,
+    p_tick_ms        bigint,
+    p_lease_grace    bigint,
+    p_now_ms         bigint,
+    p_split_bits     integer
+) RETURNS TABLE (status text, worker bigint, grant_id bigint,
+                 start_tick bigint, end_tick bigint, message text)
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT * FROM grantid.acquire(p_namespace, p_incarnation, p_request_id, p_worker,
+        p_not_before, p_duration, p_timestamp_bits, p_worker_bits, p_sequence_bits,
+        p_epoch_ms, p_tick_ms, p_lease_grace, p_now_ms, p_split_bits,
+        grantid.setting_ms('grantid.max_lead_ms', 7000),
+        grantid.setting_ms('grantid.clock_skew_ms', 1000));
+$fn$;
+
+-- Version 1's form: the 13-argument one with no datacenter split.
 CREATE OR REPLACE FUNCTION grantid.acquire(
     p_namespace      text,
     p_incarnation    bigint,
@@ -526,4 +582,4 @@ LANGUAGE sql VOLATILE AS $fn$
     SELECT count(*) FROM d;
 $fn$;
 
-INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5), (6), (7) ON CONFLICT DO NOTHING;
+INSERT INTO grantid.schema_version (version) VALUES (1), (2), (3), (4), (5), (6), (7), (8) ON CONFLICT DO NOTHING;

@@ -119,8 +119,8 @@ pub use kernel::{Authority, WorkerStatus};
 #[cfg(any(feature = "file", feature = "static"))]
 pub use local::sidecar_path;
 pub use registry::{
-    DEFAULT_URL, default_url, from_url, from_url_in, open, open_sessions, parse as parse_url,
-    schemes,
+    DEFAULT_URL, EngineName, default_url, engines, from_url, from_url_in, open, open_sessions,
+    parse as parse_url, schemes,
 };
 pub use url::{
     AuthorityUrl, DEFAULT_CLOCK_SKEW_MS, DEFAULT_LEASE_GRACE_MS, DEFAULT_MAX_LEAD_MS,

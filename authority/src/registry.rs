@@ -163,6 +163,27 @@ pub fn schemes() -> String {
         .join(", ")
 }
 
+/// An engine of the table, as tests and tools see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineName {
+    /// Its name (its cargo feature).
+    pub name: &'static str,
+    /// Its schemes, the first as messages name it.
+    pub schemes: &'static [&'static str],
+    /// Whether this build has it.
+    pub built: bool,
+}
+
+/// Every engine of the table, in its order: suites that run over the
+/// engines take them from here, so that a new row reaches them.
+pub fn engines() -> impl Iterator<Item = EngineName> {
+    ENGINES.iter().map(|e| EngineName {
+        name: e.name,
+        schemes: e.schemes,
+        built: e.parts.is_some(),
+    })
+}
+
 /// The engine of `url`'s scheme, and the URL's parts.
 fn engine_of(url: &str) -> Result<(&'static Engine, Parts<'_>), Error> {
     let (scheme, rest) = url

@@ -262,6 +262,22 @@ macro_rules! rule_tests {
     };
 }
 
+/// The engines the suite runs on (beside the in-memory authority).
+const RUN_ON: [&str; 5] = ["file", "postgres", "redis", "mysql", "etcd"];
+
+#[test]
+fn every_engine_of_the_table_runs_the_suite() {
+    common::stores::assert_covers(
+        "conformance.rs",
+        &RUN_ON,
+        &[(
+            "static",
+            "one worker, no choice: rule_differential.rs compares it with the rule, \
+             static_worker.rs tests its state file",
+        )],
+    );
+}
+
 rule_tests!(
     idempotent_retry,
     stolen_worker_is_lost,

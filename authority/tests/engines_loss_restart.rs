@@ -239,6 +239,7 @@ fn killed_and_restarted_while_generators_run(url: &str, server: &mut Server) {
     let ns = common::namespace("restart");
     let stop = Arc::new(AtomicBool::new(false));
     let restarted_at = Arc::new(std::sync::Mutex::new(None::<u64>));
+    let issued = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let generators: Vec<Arc<Generator>> = (0..3)
         .map(|_| {
             Arc::new(
@@ -254,12 +255,15 @@ fn killed_and_restarted_while_generators_run(url: &str, server: &mut Server) {
     let issuing: Vec<_> = generators
         .iter()
         .map(|g| {
-            let (g, stop) = (Arc::clone(g), Arc::clone(&stop));
+            let (g, stop, issued) = (Arc::clone(g), Arc::clone(&stop), Arc::clone(&issued));
             std::thread::spawn(move || {
                 let mut ids = Vec::new();
                 while !stop.load(Ordering::SeqCst) {
                     match g.next_id() {
-                        Ok(id) => ids.push(id),
+                        Ok(id) => {
+                            ids.push(id);
+                            issued.fetch_add(1, Ordering::SeqCst);
+                        }
                         Err(_) => std::thread::sleep(Duration::from_millis(5)),
                     }
                     if ids.len() % 64 == 0 {
@@ -316,7 +320,15 @@ fn killed_and_restarted_while_generators_run(url: &str, server: &mut Server) {
             .unwrap()
             .as_millis() as u64,
     );
-    std::thread::sleep(Duration::from_millis(2_500));
+    // Until the generators issue again (their grants, 300 ms, ended during
+    // the outage: these IDs are of grants made after the restart), within
+    // 30 s; then a while more for the probe.
+    let before = issued.load(Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while issued.load(Ordering::SeqCst) == before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
     stop.store(true, Ordering::SeqCst);
     let outcomes: String = probe.join().unwrap().into_iter().collect();
     let per_generator: Vec<Vec<u64>> = issuing.into_iter().map(|h| h.join().unwrap()).collect();

@@ -601,6 +601,14 @@ fn etcd_decides_as_the_rule() {
     compare("etcd", 0);
 }
 
+/// The engines compared above.
+const COMPARED: [&str; 6] = ["file", "static", "postgres", "redis", "mysql", "etcd"];
+
+#[test]
+fn every_engine_of_the_table_is_compared() {
+    common::stores::assert_covers("rule_differential.rs", &COMPARED, &[]);
+}
+
 #[test]
 fn the_sequences_replay_from_their_seed() {
     let draw = |seed: u64| {

@@ -1932,3 +1932,24 @@ pub fn summary(outcome: &FuzzOutcome) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Engine;
+
+    #[test]
+    fn every_engine_of_the_table_is_drawn() {
+        for e in grantid_authority::engines() {
+            let drawn = match e.name {
+                "grpc" => Engine::ALL.iter().any(|d| d.is_grpc()),
+                name => Engine::parse(name).is_some(),
+            };
+            assert!(
+                drawn,
+                "the deployment fuzzer does not draw engine {:?} of the registry's table: add it \
+                 to torture/src/deploy.rs's Engine",
+                e.name
+            );
+        }
+    }
+}

@@ -5,8 +5,33 @@
 
 use grantid_authority::open;
 
-/// The engines [`store`] makes a store of, in order.
-pub const ENGINES: [&str; 6] = ["file", "static", "postgres", "redis", "mysql", "etcd"];
+/// The engines of the registry's table that hold no state of their own,
+/// and where they are tested instead.
+pub const NOT_STORES: [(&str, &str); 1] = [(
+    "grpc",
+    "a client of `grantid serve`, whose own authority is one of the others: cli/tests/serve*.rs",
+)];
+
+/// The engines [`store`] makes a store of: every engine of the table this
+/// build has, but [`NOT_STORES`], in the table's order.
+pub fn engines() -> Vec<&'static str> {
+    grantid_authority::engines()
+        .filter(|e| e.built && !NOT_STORES.iter().any(|(n, _)| *n == e.name))
+        .map(|e| e.name)
+        .collect()
+}
+
+/// Panics unless `covered` (what a suite runs on) names every engine of
+/// [`engines`], less `elsewhere` (engine, where it is tested instead).
+#[allow(dead_code)]
+pub fn assert_covers(suite: &str, covered: &[&str], elsewhere: &[(&str, &str)]) {
+    for name in engines() {
+        assert!(
+            covered.contains(&name) || elsewhere.iter().any(|(n, _)| *n == name),
+            "{suite} does not run on engine {name:?} of the registry's table: add it"
+        );
+    }
+}
 
 /// One store of the test, and what removes it.
 pub struct Store {
@@ -43,13 +68,13 @@ impl Drop for MysqlDatabase {
 
 /// Stores of every engine this machine has ([`store`]).
 pub fn stores(tag: &str, redis_db: u8) -> Vec<Store> {
-    ENGINES
-        .iter()
+    engines()
+        .into_iter()
         .filter_map(|e| store(e, tag, redis_db))
         .collect()
 }
 
-/// A store of engine `name` (one of [`ENGINES`]) used by this test alone,
+/// A store of engine `name` (one of [`engines`]) used by this test alone,
 /// declared a new deployment; `None` when the machine has no such server
 /// (skip: [`super::service`] says so, or fails under
 /// `GRANTID_REQUIRE_SERVICES=1`). `redis_db` picks the test's Redis
@@ -116,7 +141,12 @@ pub fn store(name: &str, tag: &str, redis_db: u8) -> Option<Store> {
                 _guard: Some(Box::new((server, scratch))),
             }
         }
-        _ => return None,
+        #[cfg(not(feature = "etcd"))]
+        "etcd" => return None,
+        other => panic!(
+            "engine {other:?} of the registry's table has no test store: add one to \
+             authority/tests/common/stores.rs"
+        ),
     };
     open(&store.url).unwrap().init_new_deployment().unwrap();
     Some(store)

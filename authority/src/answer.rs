@@ -119,7 +119,7 @@ pub fn grant_from_answer(
 /// The fields of one worker record, as the store holds them. `None` is a
 /// field that is missing, NULL or not an integer (for `holder`: no holder).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WorkerRecord<'a> {
+pub struct StoredWorker<'a> {
     /// The namespace.
     pub namespace: &'a str,
     /// timestamp_bits, worker_bits, sequence_bits, epoch_ms, tick_ms.
@@ -138,7 +138,7 @@ pub struct WorkerRecord<'a> {
 }
 
 /// Decodes one worker record of the store named `store`.
-pub fn worker_status(store: &str, record: &WorkerRecord<'_>) -> Result<WorkerStatus, GrantError> {
+pub fn worker_status(store: &str, record: &StoredWorker<'_>) -> Result<WorkerStatus, GrantError> {
     let malformed = |why: String| {
         GrantError::Unavailable(format!(
             "{store}: malformed worker record of namespace {:?}: {why}",
@@ -297,8 +297,8 @@ mod tests {
         assert!(AcquireAnswer::from_script_reply(&[]).status.is_none());
     }
 
-    fn record() -> WorkerRecord<'static> {
-        WorkerRecord {
+    fn record() -> StoredWorker<'static> {
+        StoredWorker {
             namespace: "ns",
             layout: [Some(40), Some(2), Some(8), Some(0), Some(1)],
             worker: Some(3),
@@ -317,7 +317,7 @@ mod tests {
             (s.worker, s.lease_expiry, s.high_water, s.fencing),
             (3, 5, 6, 7)
         );
-        let released = WorkerRecord {
+        let released = StoredWorker {
             holder: None,
             ..record()
         };
@@ -330,21 +330,21 @@ mod tests {
             (truncating, "timestamp_bits 296 is out of range"),
             (outside, "does not fit in 2 worker bits"),
             (
-                WorkerRecord {
+                StoredWorker {
                     worker: Some(-1),
                     ..record()
                 },
                 "worker -1",
             ),
             (
-                WorkerRecord {
+                StoredWorker {
                     high_water: None,
                     ..record()
                 },
                 "high_water is missing",
             ),
             (
-                WorkerRecord {
+                StoredWorker {
                     layout: [Some(40), Some(2), Some(8), Some(0), Some(0)],
                     ..record()
                 },

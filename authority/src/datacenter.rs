@@ -187,8 +187,8 @@ impl Authority for Datacenter {
         self.inner.fence()
     }
 
-    fn limits(&self) -> Result<Vec<String>, Error> {
-        self.inner.limits()
+    fn caveats(&self) -> Result<Vec<String>, Error> {
+        self.inner.caveats()
     }
 
     fn worker_status(&self, namespace: &str, worker: u32) -> Result<Option<WorkerStatus>, Error> {
@@ -279,7 +279,7 @@ mod tests {
         fn fence(&self) -> Result<String, Error> {
             Ok("fenced".into())
         }
-        fn limits(&self) -> Result<Vec<String>, Error> {
+        fn caveats(&self) -> Result<Vec<String>, Error> {
             Ok(vec!["a limit".into()])
         }
         fn worker_status(
@@ -340,7 +340,7 @@ mod tests {
         );
         assert_eq!(dc.init_new_deployment().unwrap(), "new deployment");
         assert_eq!(dc.fence().unwrap(), "fenced");
-        assert_eq!(dc.limits().unwrap(), ["a limit"]);
+        assert_eq!(dc.caveats().unwrap(), ["a limit"]);
         assert_eq!(
             dc.worker_status("ns", 4).unwrap_err().message(),
             "worker 4 of ns"

@@ -10,7 +10,7 @@
 //! call sends the answer there, from any thread, at any time or never.
 //! [`HostedSource`] is the one machine that waits for those answers:
 //!
-//! 1. **Deadline.** Each `acquire` waits at most [`Limits::timeout`]; past
+//! 1. **Deadline.** Each `acquire` waits at most [`CallBounds::timeout`]; past
 //!    it the answer is `Unavailable` (uncertain: the core retries the same
 //!    request), so a blocked host stalls renewal instead of stopping it,
 //!    start-up and `close()` with it.
@@ -25,11 +25,11 @@
 //! 3. **A bound on calls in flight.** A call counts as in flight from its
 //!    start until it answers or the host drops its [`Reply`] (a Python
 //!    thread that ended, a JS promise collected without settling). No new
-//!    call starts while [`Limits::max_in_flight`] calls are in flight: each
+//!    call starts while [`CallBounds::max_in_flight`] calls are in flight: each
 //!    holds something of the host's (a thread, a promise and its handlers)
 //!    and a host that never answers must not pile them up. With a bound of
 //!    one, calls never overlap.
-//! 4. **Giving up.** A pending call older than [`Limits::abandon_after`] is
+//! 4. **Giving up.** A pending call older than [`CallBounds::abandon_after`] is
 //!    given up when the bound leaves room for another call: its receiver is
 //!    dropped (its answer, if one ever comes, goes nowhere) and the host is
 //!    called again. With a bound of one it is never given up.
@@ -68,7 +68,7 @@ pub const ABANDON_AFTER_TIMEOUTS: u32 = 15;
 
 /// The deadline and the bounds of a [`HostedSource`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct CallBounds {
     /// The longest wait for one answer (the binding's source timeout).
     pub timeout: Duration,
     /// The most calls in flight at once (at least 1).
@@ -77,11 +77,11 @@ pub struct Limits {
     pub abandon_after: Duration,
 }
 
-impl Limits {
+impl CallBounds {
     /// `timeout`, one call in flight, a pending call given up (if the
     /// bound allows) after [`ABANDON_AFTER_TIMEOUTS`] timeouts.
-    pub fn new(timeout: Duration) -> Limits {
-        Limits {
+    pub fn new(timeout: Duration) -> CallBounds {
+        CallBounds {
             timeout,
             max_in_flight: 1,
             abandon_after: timeout.saturating_mul(ABANDON_AFTER_TIMEOUTS),
@@ -90,8 +90,8 @@ impl Limits {
 
     /// The same, with at most `n` calls in flight (at least 1).
     #[must_use]
-    pub fn max_in_flight(self, n: usize) -> Limits {
-        Limits {
+    pub fn max_in_flight(self, n: usize) -> CallBounds {
+        CallBounds {
             max_in_flight: n.max(1),
             ..self
         }
@@ -217,10 +217,10 @@ struct Calls {
     in_flight: Arc<AtomicUsize>,
 }
 
-/// A [`Host`] as a [`GrantSource`], each call bounded by [`Limits`].
+/// A [`Host`] as a [`GrantSource`], each call bounded by [`CallBounds`].
 pub struct HostedSource<H: Host> {
     host: H,
-    limits: Limits,
+    limits: CallBounds,
     calls: ForkLocal<Calls>,
 }
 
@@ -235,7 +235,7 @@ impl<H: Host> fmt::Debug for HostedSource<H> {
 
 impl<H: Host> HostedSource<H> {
     /// `host`'s calls, bounded by `limits`.
-    pub fn new(host: H, limits: Limits) -> HostedSource<H> {
+    pub fn new(host: H, limits: CallBounds) -> HostedSource<H> {
         HostedSource {
             host,
             limits: limits.max_in_flight(limits.max_in_flight),
@@ -441,7 +441,7 @@ mod tests {
         }
     }
 
-    fn source(limits: Limits) -> HostedSource<TestHost> {
+    fn source(limits: CallBounds) -> HostedSource<TestHost> {
         HostedSource::new(TestHost::default(), limits)
     }
 
@@ -477,16 +477,16 @@ mod tests {
     }
 
     /// Any limits, with every pending call old enough to be given up.
-    fn abandon_at_once(max_in_flight: usize) -> Limits {
-        Limits {
+    fn abandon_at_once(max_in_flight: usize) -> CallBounds {
+        CallBounds {
             abandon_after: Duration::ZERO,
-            ..Limits::new(TIMEOUT).max_in_flight(max_in_flight)
+            ..CallBounds::new(TIMEOUT).max_in_flight(max_in_flight)
         }
     }
 
     #[test]
     fn an_answer_within_the_deadline_is_returned_as_it_came() {
-        let s = source(Limits::new(TIMEOUT));
+        let s = source(CallBounds::new(TIMEOUT));
         s.host().at_once.lock().unwrap().insert(1, Ok(grant(11)));
         s.host()
             .at_once
@@ -500,7 +500,7 @@ mod tests {
 
     #[test]
     fn past_the_deadline_the_answer_is_unavailable_and_the_late_one_serves_the_retry() {
-        let s = source(Limits::new(TIMEOUT));
+        let s = source(CallBounds::new(TIMEOUT));
         let started = Instant::now();
         let why = unavailable(s.acquire(&request(1)));
         assert!(started.elapsed() >= TIMEOUT);
@@ -523,7 +523,7 @@ mod tests {
 
     #[test]
     fn a_late_answer_to_another_request_is_dropped() {
-        let s = source(Limits::new(TIMEOUT));
+        let s = source(CallBounds::new(TIMEOUT));
         unavailable(s.acquire(&request(1)));
         assert!(s.host().answer_oldest(Ok(grant(21))));
         // The generator moved on to request 2: 21 is not its answer.
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn concurrent_calls_share_the_bound() {
-        let s = source(Limits::new(Duration::from_millis(300)));
+        let s = source(CallBounds::new(Duration::from_millis(300)));
         unavailable(s.acquire(&request(1)));
         std::thread::scope(|scope| {
             // One thread waits for the pending call again...
@@ -612,7 +612,7 @@ mod tests {
 
     #[test]
     fn a_call_the_host_drops_ends_at_once() {
-        let s = source(Limits::new(Duration::from_secs(5)));
+        let s = source(CallBounds::new(Duration::from_secs(5)));
         let host = Arc::new(s);
         let dropper = {
             let host = Arc::clone(&host);
@@ -633,7 +633,7 @@ mod tests {
 
     #[test]
     fn a_closed_host_is_unavailable_without_a_call() {
-        let s = source(Limits::new(Duration::from_secs(5)));
+        let s = source(CallBounds::new(Duration::from_secs(5)));
         *s.host().closed.lock().unwrap() = Some("shutting down".into());
         let started = Instant::now();
         assert_eq!(unavailable(s.acquire(&request(1))), "shutting down");
@@ -649,7 +649,7 @@ mod tests {
             has_release: true,
             ..TestHost::default()
         };
-        let s = HostedSource::new(host, Limits::new(TIMEOUT));
+        let s = HostedSource::new(host, CallBounds::new(TIMEOUT));
         let started = Instant::now();
         s.release(&grant(1));
         let took = started.elapsed();
@@ -661,7 +661,7 @@ mod tests {
                 has_release: true,
                 ..TestHost::default()
             },
-            Limits::new(Duration::from_secs(5)),
+            CallBounds::new(Duration::from_secs(5)),
         );
         let answering = std::thread::scope(|scope| {
             scope.spawn(|| {
@@ -680,8 +680,8 @@ mod tests {
     }
 
     #[test]
-    fn limits_default_to_one_call_and_fifteen_timeouts() {
-        let l = Limits::new(Duration::from_secs(2));
+    fn bounds_default_to_one_call_and_fifteen_timeouts() {
+        let l = CallBounds::new(Duration::from_secs(2));
         assert_eq!(l.max_in_flight, 1);
         assert_eq!(l.abandon_after, Duration::from_secs(30));
         assert_eq!(l.max_in_flight(0).max_in_flight, 1);

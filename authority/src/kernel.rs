@@ -181,7 +181,7 @@ pub trait Authority: GrantSource {
     /// one sentence each for the operator (`grantid authority init` and
     /// `status` print them): e.g. a PostgreSQL role that may not read
     /// `pg_control_system()`. The default: nothing.
-    fn limits(&self) -> Result<Vec<String>, Error> {
+    fn caveats(&self) -> Result<Vec<String>, Error> {
         Ok(Vec::new())
     }
 }

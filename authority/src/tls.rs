@@ -154,6 +154,60 @@ pub(crate) fn private_key(
     })
 }
 
+/// The client certificate and key files named by the options `names`
+/// (`["tls_cert", "tls_key"]`, `["sslcert", "sslkey"]`, ...): both or
+/// neither, each a path.
+pub(crate) fn client_pair<'a>(
+    url: &str,
+    names: [&str; 2],
+    cert: Option<&'a str>,
+    key: Option<&'a str>,
+) -> Result<Option<(&'a str, &'a str)>, Error> {
+    let [cert_name, key_name] = names;
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(""), _) => Err(invalid(
+            url,
+            format!("{cert_name}= needs the path of a PEM file"),
+        )),
+        (_, Some("")) => Err(invalid(
+            url,
+            format!("{key_name}= needs the path of a PEM file"),
+        )),
+        (Some(c), Some(k)) => Ok(Some((c, k))),
+        _ => Err(invalid(
+            url,
+            format!(
+                "{cert_name} and {key_name} go together: the paths of the client certificate \
+                 and of its private key"
+            ),
+        )),
+    }
+}
+
+/// The PEM text of a client certificate and of its key.
+pub(crate) type ClientPem = (Vec<u8>, Vec<u8>);
+
+/// The PEM text of the client certificate and key [`client_pair`] names,
+/// each parsed first so that a bad file is refused here, by its option's
+/// name (the key's path is never printed).
+pub(crate) fn client_pem(
+    url: &str,
+    names: [&str; 2],
+    cert: Option<&str>,
+    key: Option<&str>,
+) -> Result<Option<ClientPem>, Error> {
+    let Some((cert, key)) = client_pair(url, names, cert, key)? else {
+        return Ok(None);
+    };
+    certificates(url, names[0], cert)?;
+    private_key(url, names[1], key)?;
+    Ok(Some((
+        read_pem(url, names[0], cert, false)?,
+        read_pem(url, names[1], key, true)?,
+    )))
+}
+
 /// A trust store of the certificates in `path`.
 pub(crate) fn roots_from_file(url: &str, option: &str, path: &str) -> Result<RootCertStore, Error> {
     let mut roots = RootCertStore::empty();
@@ -516,18 +570,12 @@ pub(crate) fn postgres(url: &str) -> Result<(String, PgTls), Error> {
     } else {
         Verify::Nothing
     });
-    let client = match (cert, key) {
-        (Some(c), Some(k)) => Some((
-            certificates(url, "sslcert", &c)?,
-            private_key(url, "sslkey", &k)?,
+    let client = match client_pair(url, ["sslcert", "sslkey"], cert.as_deref(), key.as_deref())? {
+        Some((c, k)) => Some((
+            certificates(url, "sslcert", c)?,
+            private_key(url, "sslkey", k)?,
         )),
-        (None, None) => None,
-        _ => {
-            return Err(invalid(
-                url,
-                "sslcert and sslkey go together: the client certificate and its private key",
-            ));
-        }
+        None => None,
     };
     // ALPN "postgresql": what PostgreSQL 17 requires for
     // sslnegotiation=direct; older servers ignore it.

@@ -383,13 +383,13 @@ fn postgres_without_pg_control_system_says_the_identity_check_is_partial() {
         report.contains("identity check: the WAL timeline only"),
         "{report}"
     );
-    let limits = limited.limits().unwrap();
+    let limits = limited.caveats().unwrap();
     assert!(
         limits.len() == 1 && limits[0].contains("pg_control_system()"),
         "{limits:?}"
     );
     let full = open(&db.url).unwrap();
-    assert!(full.limits().unwrap().is_empty(), "a superuser runs it");
+    assert!(full.caveats().unwrap().is_empty(), "a superuser runs it");
     drop((full, limited, admin));
     let _ = db.admin_batch(&format!("DROP OWNED BY {role}; DROP ROLE {role}"));
 }

@@ -621,6 +621,10 @@ fn bad_files(tag: &str, url: &str, names: [&str; 3]) -> (Scratch, Files, Vec<(St
         (format!("{o_ca}={key}"), "no certificate".into()),
         (format!("{o_cert}={cert}"), "go together".into()),
         (
+            format!("{o_cert}={cert}&{o_key}="),
+            format!("{o_key}= needs"),
+        ),
+        (
             format!("{o_cert}={cert}&{o_key}=/secret/k.pem"),
             format!("{o_key}: cannot read the key file"),
         ),

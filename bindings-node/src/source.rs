@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use grantid::{Grant, GrantError, GrantRequest};
-use grantid_authority::hosted::{Answer, Host, HostedSource, Limits, Reply};
+use grantid_authority::hosted::{Answer, CallBounds, Host, HostedSource, Reply};
 use napi::bindgen_prelude::{
     BigInt, CallbackContext, Either, JsObjectValue, Null, Object, PromiseRaw, Unknown,
 };
@@ -84,7 +84,7 @@ pub struct JsHost {
 pub fn new_source(function: SourceFn, timeout: Duration) -> JsSource {
     HostedSource::new(
         JsHost { function },
-        Limits::new(timeout).max_in_flight(MAX_IN_FLIGHT),
+        CallBounds::new(timeout).max_in_flight(MAX_IN_FLIGHT),
     )
 }
 

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use grantid::{ErrorKind, Grant, GrantError, GrantRequest, LeaseLostEvent};
-use grantid_authority::hosted::{Answer, Host, HostedSource, Limits, Reply};
+use grantid_authority::hosted::{Answer, CallBounds, Host, HostedSource, Reply};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyTuple;
@@ -106,7 +106,7 @@ pub(crate) fn new_source(source: &Bound<'_, PyAny>, timeout: Duration) -> Option
             release,
         }),
     };
-    Some(HostedSource::new(host, Limits::new(timeout)))
+    Some(HostedSource::new(host, CallBounds::new(timeout)))
 }
 
 /// Runs `f` on a new thread named for grant-source calls.

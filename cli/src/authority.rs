@@ -127,7 +127,7 @@ fn status(url: &str, namespace: Option<&str>, format: StatusFormat) -> Result<()
     let authority = grantid_authority::open(url)?;
     let workers = authority.status(namespace)?;
     // On stderr: the table or JSON on stdout stays as it is.
-    for limit in authority.limits()? {
+    for limit in authority.caveats()? {
         eprintln!("note: identity check: {limit}");
     }
     let datacenter = authority.datacenter();

@@ -108,7 +108,7 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
     config.grant_duration_ms = a.grants.grant_duration_ms;
     config.horizon_ms = a.grants.horizon_ms;
     config.tls = match (a.tls_cert, a.tls_key) {
-        (Some(cert), Some(key)) => Some(grantid_server::TlsFiles {
+        (Some(cert), Some(key)) => Some(grantid_server::ServerTlsFiles {
             cert,
             key,
             client_ca: a.tls_client_ca,

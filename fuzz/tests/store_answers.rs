@@ -6,7 +6,7 @@
 //! when it is valid for its request.
 
 use grantid::{GrantError, GrantRequest, Layout};
-use grantid_authority::answer::{AcquireAnswer, WorkerRecord, grant_from_answer, worker_status};
+use grantid_authority::answer::{AcquireAnswer, StoredWorker, grant_from_answer, worker_status};
 
 const STATUSES: &[&str] = &[
     "granted", "lost", "refused", "wait", "Granted", "", "granted ",
@@ -150,7 +150,7 @@ fn store_worker_record() {
     bolero::check!()
         .with_type::<RecordInput>()
         .for_each(|input| {
-            let record = WorkerRecord {
+            let record = StoredWorker {
                 namespace: &input.namespace,
                 layout: if input.plausible {
                     [40, 2, 8, 0, 1].map(Some)

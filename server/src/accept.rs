@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
 
-use crate::conns::{ConnInfo, Conns, Held, Limits, Reason};
+use crate::conns::{ConnCaps, ConnInfo, Conns, Held, Reason};
 use crate::secure::Tls;
 
 /// Accepted connections waiting for the server to take them.
@@ -113,14 +113,14 @@ fn default_connections(open_files: Option<u64>) -> usize {
         .clamp(1, MAX_DEFAULT_CONNECTIONS)
 }
 
-/// The limits of a server: `connections` and `per_peer` as configured
+/// The connection caps of a server: `connections` and `per_peer` as configured
 /// (`None`: derived from the open-files limit, and half of the cap),
 /// handshakes in flight at most half the cap.
-pub(crate) fn limits(
+pub(crate) fn conn_caps(
     connections: Option<usize>,
     per_peer: Option<usize>,
     first_call: Duration,
-) -> Result<Limits, Error> {
+) -> Result<ConnCaps, Error> {
     let invalid = |why: &str| Err(Error::new(ErrorKind::InvalidArgument, why.to_owned()));
     if connections == Some(0) {
         return invalid("--max-connections must be at least 1");
@@ -132,7 +132,7 @@ pub(crate) fn limits(
         return invalid("--first-call-timeout-ms must be at least 1");
     }
     let connections = connections.unwrap_or_else(|| default_connections(open_files()));
-    Ok(Limits {
+    Ok(ConnCaps {
         connections,
         per_peer: per_peer.unwrap_or(connections.div_ceil(2)).min(connections),
         handshakes: connections.div_ceil(2),
@@ -269,17 +269,17 @@ mod tests {
     }
 
     #[test]
-    fn limits_follow_the_cap() {
-        let l = limits(Some(100), None, FIRST_CALL_TIMEOUT).unwrap();
+    fn caps_follow_the_open_files_cap() {
+        let l = conn_caps(Some(100), None, FIRST_CALL_TIMEOUT).unwrap();
         assert_eq!((l.connections, l.per_peer, l.handshakes), (100, 50, 50));
-        let l = limits(Some(10), Some(50), FIRST_CALL_TIMEOUT).unwrap();
+        let l = conn_caps(Some(10), Some(50), FIRST_CALL_TIMEOUT).unwrap();
         assert_eq!(l.per_peer, 10);
         for (c, p, t) in [
             (Some(0), None, FIRST_CALL_TIMEOUT),
             (None, Some(0), FIRST_CALL_TIMEOUT),
             (None, None, Duration::ZERO),
         ] {
-            let e = limits(c, p, t).unwrap_err();
+            let e = conn_caps(c, p, t).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidArgument);
         }
     }

@@ -8,8 +8,8 @@
 //! the file's; without one, any call.
 //!
 //! * Caps: connections held, connections of one peer (IP address), TLS
-//!   handshakes in flight ([`Limits`]).
-//! * A connection not trusted within [`Limits::first_call`] of its accept
+//!   handshakes in flight ([`ConnCaps`]).
+//! * A connection not trusted within [`ConnCaps::first_call`] of its accept
 //!   (the handshake included) is closed ([`Conns::sweep`]).
 //! * At a cap, the oldest untrusted connection (of the peer, for the peer
 //!   cap) is closed to make room: untrusted peers can never starve trusted
@@ -34,7 +34,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The bounds of [`Conns`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub(crate) struct ConnCaps {
     /// Connections held at once.
     pub connections: usize,
     /// Connections of one peer address held at once.
@@ -186,7 +186,7 @@ impl Registry {
     /// closes the oldest untrusted connection of the peer, then of all,
     /// where a cap is reached; `Err` names the cap that only trusted
     /// connections fill.
-    fn make_room(&mut self, peer: IpAddr, limits: &Limits) -> Result<(), Reason> {
+    fn make_room(&mut self, peer: IpAddr, limits: &ConnCaps) -> Result<(), Reason> {
         if self.peer_held(peer) >= limits.per_peer {
             let oldest = self.peers.get(&peer).and_then(|p| p.untrusted.first());
             let id = *oldest.ok_or(Reason::Peer)?;
@@ -203,12 +203,12 @@ impl Registry {
 /// The registry of the connections one server holds.
 #[derive(Debug)]
 pub(crate) struct Conns {
-    limits: Limits,
+    limits: ConnCaps,
     registry: Mutex<Registry>,
 }
 
 impl Conns {
-    pub fn new(limits: Limits) -> Conns {
+    pub fn new(limits: ConnCaps) -> Conns {
         Conns {
             limits,
             registry: Mutex::new(Registry::default()),
@@ -460,7 +460,7 @@ mod tests {
     const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2));
 
     fn conns(connections: usize, per_peer: usize) -> Arc<Conns> {
-        Arc::new(Conns::new(Limits {
+        Arc::new(Conns::new(ConnCaps {
             connections,
             per_peer,
             handshakes: 2,

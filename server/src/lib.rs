@@ -72,7 +72,7 @@ pub use accept::{FIRST_CALL_TIMEOUT, MAX_DEFAULT_CONNECTIONS, RESERVED_FDS};
 pub use auth::MIN_TOKEN_LEN;
 pub use codes::{CODE_METADATA, code_of, status_of};
 pub use ids::{MAX_BATCH, MAX_CALLER_LEN};
-pub use secure::{FILE_CHECK_INTERVAL, TlsFiles};
+pub use secure::{FILE_CHECK_INTERVAL, ServerTlsFiles};
 pub use sessions::{DEFAULT_AUTHORITY_SESSIONS, MAX_WAIT, WAITING_PER_SESSION};
 
 /// The default listen address of `grantid serve`.
@@ -144,7 +144,7 @@ pub struct Config {
     /// ms: how long it keeps serving while its authority does not answer.
     pub horizon_ms: u64,
     /// TLS (and mTLS with a client CA); `None`: plaintext HTTP/2.
-    pub tls: Option<TlsFiles>,
+    pub tls: Option<ServerTlsFiles>,
     /// The bearer tokens every call but health's must carry; needs `tls`.
     pub token_file: Option<std::path::PathBuf>,
     /// Most connections held at once; `None`: the open-files limit less
@@ -158,7 +158,7 @@ pub struct Config {
 }
 
 /// Shows the authority URL redacted (`grantid_authority::redact`: it may
-/// carry a password) and no token file path, as `TlsFiles` shows no key
+/// carry a password) and no token file path, as `ServerTlsFiles` shows no key
 /// path.
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -358,7 +358,7 @@ pub async fn run(
              can be read and replayed by anyone on the path",
         ));
     }
-    let limits = accept::limits(
+    let limits = accept::conn_caps(
         config.max_connections,
         config.max_connections_per_peer,
         config.first_call_timeout,

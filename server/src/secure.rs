@@ -26,7 +26,7 @@ use rustls::server::WebPkiClientVerifier;
 
 /// The PEM files of the server's TLS; its `Debug` hides the key's path.
 #[derive(Clone, PartialEq, Eq)]
-pub struct TlsFiles {
+pub struct ServerTlsFiles {
     /// The server's certificate chain (PEM, the server's certificate
     /// first).
     pub cert: PathBuf,
@@ -37,9 +37,9 @@ pub struct TlsFiles {
     pub client_ca: Option<PathBuf>,
 }
 
-impl std::fmt::Debug for TlsFiles {
+impl std::fmt::Debug for ServerTlsFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsFiles")
+        f.debug_struct("ServerTlsFiles")
             .field("cert", &self.cert)
             .field("key", &"***")
             .field("client_ca", &self.client_ca)
@@ -67,7 +67,7 @@ fn certificates(flag: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>,
 
 /// The server's configuration from `files`: its certificate and key, the
 /// client verifier of `client_ca`, ALPN `h2`.
-fn server_config(files: &TlsFiles) -> Result<ServerConfig, Error> {
+fn server_config(files: &ServerTlsFiles) -> Result<ServerConfig, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let chain = certificates("--tls-cert", &files.cert)?;
     let pem = std::fs::read(&files.key)
@@ -113,13 +113,13 @@ fn server_config(files: &TlsFiles) -> Result<ServerConfig, Error> {
 /// take.
 #[derive(Debug)]
 pub(crate) struct Tls {
-    pub files: TlsFiles,
+    pub files: ServerTlsFiles,
     current: RwLock<Arc<ServerConfig>>,
 }
 
 impl Tls {
     /// Reads the files: any problem is `InvalidArgument`, naming the flag.
-    pub fn load(files: &TlsFiles) -> Result<Tls, Error> {
+    pub fn load(files: &ServerTlsFiles) -> Result<Tls, Error> {
         Ok(Tls {
             current: RwLock::new(Arc::new(server_config(files)?)),
             files: files.clone(),
@@ -196,7 +196,7 @@ fn stamps(files: &[PathBuf]) -> Vec<Stamp> {
 impl Watched {
     /// Stamps the files of `tls` and `token_file`; call it before reading
     /// them.
-    pub fn before_reading(tls: Option<&TlsFiles>, token_file: Option<&Path>) -> Watched {
+    pub fn before_reading(tls: Option<&ServerTlsFiles>, token_file: Option<&Path>) -> Watched {
         let tls_files: Vec<PathBuf> = tls.map_or_else(Vec::new, |t| {
             [Some(&t.cert), Some(&t.key), t.client_ca.as_ref()]
                 .into_iter()
@@ -316,7 +316,7 @@ mod tests {
 
     #[test]
     fn tls_files_debug_hides_the_key() {
-        let files = super::TlsFiles {
+        let files = super::ServerTlsFiles {
             cert: "/etc/c.pem".into(),
             key: "/secret/k.pem".into(),
             client_ca: None,

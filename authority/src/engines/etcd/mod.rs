@@ -184,7 +184,7 @@ struct LastGrant {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct WorkerRecord {
+struct WorkerValue {
     holder: Option<u64>,
     lease_expiry: u64,
     high_water: u64,
@@ -192,7 +192,7 @@ struct WorkerRecord {
     last: Option<LastGrant>,
 }
 
-impl WorkerRecord {
+impl WorkerValue {
     /// The record as the rule reads it (a worker with a key was used).
     fn rule_record(&self) -> grantid::WorkerRecord {
         grantid::WorkerRecord {
@@ -206,8 +206,8 @@ impl WorkerRecord {
 
     /// The record to store for the rule's `record`, answering a retry with
     /// `last`.
-    fn of_rule(record: &grantid::WorkerRecord, last: Option<LastGrant>) -> WorkerRecord {
-        WorkerRecord {
+    fn of_rule(record: &grantid::WorkerRecord, last: Option<LastGrant>) -> WorkerValue {
+        WorkerValue {
             holder: record.holder,
             lease_expiry: record.lease_expiry,
             high_water: record.high_water,
@@ -224,7 +224,7 @@ struct Read<T> {
 }
 
 /// A worker key that was not read: absent.
-static ABSENT: Read<WorkerRecord> = Read {
+static ABSENT: Read<WorkerValue> = Read {
     value: None,
     mod_revision: 0,
 };
@@ -273,25 +273,17 @@ fn tls_options(url: &str, files: &TlsFiles) -> Result<TlsOptions, Error> {
         }
         None => options.trust_anchors(tls::system_roots(url, "tls_ca")?.roots),
     };
-    match (&files.cert, &files.key) {
-        (Some(cert), Some(key)) => {
-            tls::certificates(url, "tls_cert", cert)?;
-            tls::private_key(url, "tls_key", key)?;
-            Ok(options.identity(Identity::from_pem(
-                tls::read_pem(url, "tls_cert", cert, false)?,
-                tls::read_pem(url, "tls_key", key, true)?,
-            )))
-        }
-        (None, None) => Ok(options),
-        _ => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "authority URL {:?}: tls_cert and tls_key go together: the paths of the client \
-                 certificate and its private key",
-                crate::url::redact(url)
-            ),
-        )),
-    }
+    Ok(
+        match tls::client_pem(
+            url,
+            ["tls_cert", "tls_key"],
+            files.cert.as_deref(),
+            files.key.as_deref(),
+        )? {
+            Some((cert, key)) => options.identity(Identity::from_pem(cert, key)),
+            None => options,
+        },
+    )
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(kv: &KeyValue) -> Result<T, GrantError> {
@@ -685,7 +677,7 @@ struct At {
     layout_key: String,
     store: Read<StoreRecord>,
     layout: Read<LayoutRecord>,
-    workers: Vec<(u32, Read<WorkerRecord>)>,
+    workers: Vec<(u32, Read<WorkerValue>)>,
 }
 
 /// The rule's reads and conditional writes as etcd transactions.
@@ -747,7 +739,7 @@ impl cas::Store for Txns<'_> {
             .map(LayoutRecord::registered)
             .transpose()?;
         let loss = self.ctx.loss(&store, &snap, floor);
-        let mut reads: Vec<(u32, Read<WorkerRecord>)> = Vec::new();
+        let mut reads: Vec<(u32, Read<WorkerValue>)> = Vec::new();
         // Over a loss nothing of the workers is read: the quarantine is
         // written first, whatever their records hold.
         for kv in worker_kvs.iter().filter(|_| loss.is_none()) {
@@ -843,7 +835,7 @@ impl cas::Store for Txns<'_> {
             .iter()
             .find(|(n, _)| *n == grant.worker)
             .map_or(&ABSENT, |(_, r)| r);
-        let next = WorkerRecord::of_rule(
+        let next = WorkerValue::of_rule(
             record,
             Some(LastGrant {
                 incarnation: request.incarnation,
@@ -924,7 +916,7 @@ impl GrantSource for EtcdAuthority {
                     let [w, lay] = &snap.gets[..] else {
                         return Err(unavailable("malformed answer", "expected two results"));
                     };
-                    let current: Read<WorkerRecord> = read_one(w)?;
+                    let current: Read<WorkerValue> = read_one(w)?;
                     let layout: Read<LayoutRecord> = read_one(lay)?;
                     let (Some(rec), Some(lay)) = (&current.value, layout.value) else {
                         return Ok(());
@@ -933,7 +925,7 @@ impl GrantSource for EtcdAuthority {
                     let Some(released) = rule::release(&rec.rule_record(), incarnation, now) else {
                         return Ok(());
                     };
-                    let rec = WorkerRecord::of_rule(&released, rec.last);
+                    let rec = WorkerValue::of_rule(&released, rec.last);
                     let resp = c
                         .txn(
                             Txn::new()
@@ -1128,7 +1120,7 @@ impl Authority for EtcdAuthority {
                 )?;
                 layouts.insert(ns, layout);
             } else if let Some(n) = rest.strip_prefix("w/").and_then(|n| n.parse::<u32>().ok()) {
-                let rec: WorkerRecord = decode(kv)?;
+                let rec: WorkerValue = decode(kv)?;
                 workers.push((ns, n, rec));
             }
         }

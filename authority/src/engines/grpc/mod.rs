@@ -49,7 +49,7 @@ use tonic::Code;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::answer::{WorkerRecord, worker_status};
+use crate::answer::{StoredWorker, worker_status};
 use crate::blocking::Blocking;
 use crate::forklocal::ForkLocal;
 use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
@@ -580,21 +580,18 @@ impl Secure {
                 "the system's roots (no tls_ca)".to_owned(),
             ),
         };
-        if cert.is_some() != key.is_some() {
-            return Err(bad(
-                "tls_cert and tls_key go together: the client certificate and its private key"
-                    .into(),
-            ));
-        }
-        let client = cert
-            .zip(key)
-            .map(|(c, k)| -> Result<_, Error> {
-                Ok((
-                    tls::certificates(url, "tls_cert", &c)?,
-                    tls::private_key(url, "tls_key", &k)?,
-                ))
-            })
-            .transpose()?;
+        let client = match tls::client_pair(
+            url,
+            ["tls_cert", "tls_key"],
+            cert.as_deref(),
+            key.as_deref(),
+        )? {
+            Some((c, k)) => Some((
+                tls::certificates(url, "tls_cert", c)?,
+                tls::private_key(url, "tls_key", k)?,
+            )),
+            None => None,
+        };
         let config = tls::client_config(
             url,
             Some(roots),
@@ -879,7 +876,7 @@ fn worker_from_proto(
     w: &grantid_proto::v1::WorkerStatus,
 ) -> Result<WorkerStatus, GrantError> {
     let layout = w.layout.as_ref();
-    let record = WorkerRecord {
+    let record = StoredWorker {
         namespace: &w.namespace,
         layout: [
             layout.map(|l| i128::from(l.timestamp_bits)),

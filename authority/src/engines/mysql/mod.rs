@@ -26,7 +26,7 @@ use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSou
 use mysql_async::prelude::Queryable;
 use mysql_async::{ClientIdentity, Conn, DriverError, Opts, OptsBuilder, Row, SslOpts, Value};
 
-use crate::answer::{WorkerRecord, worker_status};
+use crate::answer::{StoredWorker, worker_status};
 use crate::blocking::{Blocking, Work};
 use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::protocol::{self, SqlValue};
@@ -204,22 +204,13 @@ fn take_tls(url: &str) -> Result<(String, SslMode, Option<SslOpts>), Error> {
         // and uses only its check of the handshake's signatures.)
         (None, _) => ssl = ssl.with_danger_accept_invalid_certs(true),
     }
-    match (&cert, &key) {
-        (Some(c), Some(k)) => {
-            crate::tls::certificates(url, "ssl-cert", c)?;
-            crate::tls::private_key(url, "ssl-key", k)?;
-            ssl = ssl.with_client_identity(Some(ClientIdentity::new(
-                crate::tls::read_pem(url, "ssl-cert", c, false)?.into(),
-                crate::tls::read_pem(url, "ssl-key", k, true)?.into(),
-            )));
-        }
-        (None, None) => {}
-        _ => {
-            return Err(invalid(
-                "ssl-cert and ssl-key go together: the client certificate and its private key"
-                    .into(),
-            ));
-        }
+    if let Some((c, k)) = crate::tls::client_pem(
+        url,
+        ["ssl-cert", "ssl-key"],
+        cert.as_deref(),
+        key.as_deref(),
+    )? {
+        ssl = ssl.with_client_identity(Some(ClientIdentity::new(c.into(), k.into())));
     }
     // The driver builds its rustls configuration with the process's
     // default provider.
@@ -789,7 +780,7 @@ impl Authority for MysqlAuthority {
             .map(|r| {
                 let number = |i: usize| row_number(r, i);
                 let namespace = row_text(r, 0).unwrap_or_default();
-                let record = WorkerRecord {
+                let record = StoredWorker {
                     namespace: &namespace,
                     layout: [number(1), number(2), number(3), number(4), number(5)],
                     worker: number(6),

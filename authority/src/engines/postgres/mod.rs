@@ -30,7 +30,7 @@ use tokio_postgres::Client;
 use tokio_postgres::types::ToSql;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use crate::answer::{WorkerRecord, worker_status};
+use crate::answer::{StoredWorker, worker_status};
 use crate::blocking::Blocking;
 use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::protocol::{self, SqlValue};
@@ -366,7 +366,7 @@ impl Authority for PgAuthority {
             .map_err(Error::from)?;
         let (fsync, sync_commit, standbys): (String, String, String) =
             (settings.get(0), settings.get(1), settings.get(2));
-        let identity = match self.limits()?.first() {
+        let identity = match self.caveats()?.first() {
             Some(limit) => format!("identity check: {limit}"),
             None => "identity check: system identifier and WAL timeline".to_owned(),
         };
@@ -388,7 +388,7 @@ impl Authority for PgAuthority {
 
     /// Without `pg_control_system()` (revoked on some managed services),
     /// the identity check compares the WAL timeline alone.
-    fn limits(&self) -> Result<Vec<String>, Error> {
+    fn caveats(&self) -> Result<Vec<String>, Error> {
         let row = self
             .call("cannot read grantid.identity()", |c| async move {
                 c.query_one(
@@ -513,7 +513,7 @@ impl Authority for PgAuthority {
                             .map(i128::from)
                     })
                 };
-                let record = WorkerRecord {
+                let record = StoredWorker {
                     namespace: r.try_get(0).unwrap_or_default(),
                     layout: [number(1), number(2), number(3), number(4), number(5)],
                     worker: number(6),

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource};
 use redis::{Client, Connection, Script};
 
-use crate::answer::{WorkerRecord, worker_status};
+use crate::answer::{StoredWorker, worker_status};
 use crate::forklocal::ForkLocal;
 use crate::kernel::{Authority, Sessions, WorkerStatus, not_this_engines};
 use crate::protocol::{self, REDIS_STORE_KEY as STORE_KEY, redis_key_prefix as key_prefix};
-use crate::url::{Options, Target};
+use crate::url::{Options, Target, TlsFiles};
 
 /// The registry's opener of Redis URLs: `n` sessions, a connection each.
 pub(crate) fn open(
@@ -94,7 +94,7 @@ impl RedisAuthority {
                     crate::url::redact(url)
                 );
             }
-            let certificates = files.load(url)?;
+            let certificates = load_tls(&files, url)?;
             Client::build_with_tls(driver_url.as_str(), certificates)
         } else {
             Client::open(driver_url.as_str())
@@ -170,13 +170,6 @@ impl RedisAuthority {
     }
 }
 
-/// The PEM files named by `tls_ca`, `tls_cert` and `tls_key`.
-struct TlsFiles {
-    ca: Option<String>,
-    cert: Option<String>,
-    key: Option<String>,
-}
-
 /// Takes grantid's TLS options ([`crate::url::TLS_OPTIONS`]) out of a
 /// `rediss://` URL: the URL for redis-rs, and the files.
 fn take_tls_options(url: &str) -> (String, TlsFiles) {
@@ -185,11 +178,7 @@ fn take_tls_options(url: &str) -> (String, TlsFiles) {
         None => (url, None),
     };
     let (base, query) = body.split_once('?').unwrap_or((body, ""));
-    let mut files = TlsFiles {
-        ca: None,
-        cert: None,
-        key: None,
-    };
+    let mut files = TlsFiles::default();
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -213,47 +202,38 @@ fn take_tls_options(url: &str) -> (String, TlsFiles) {
     (out, files)
 }
 
-impl TlsFiles {
-    /// The files' PEM text for redis-rs, each parsed first so that a bad
-    /// file is refused here, by name (the key's path is never printed).
-    fn load(&self, url: &str) -> Result<redis::TlsCertificates, Error> {
-        use crate::tls;
-        let invalid = |why: &str| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("authority URL {:?}: {why}", crate::url::redact(url)),
-            )
-        };
-        let root_cert = match self.ca.as_deref() {
-            Some("") => return Err(invalid("tls_ca= needs the path of a PEM file")),
-            Some(path) => {
-                tls::roots_from_file(url, "tls_ca", path)?;
-                Some(tls::read_pem(url, "tls_ca", path, false)?)
-            }
-            None => None,
-        };
-        let client_tls = match (self.cert.as_deref(), self.key.as_deref()) {
-            (Some(cert), Some(key)) if !cert.is_empty() && !key.is_empty() => {
-                tls::certificates(url, "tls_cert", cert)?;
-                tls::private_key(url, "tls_key", key)?;
-                Some(redis::ClientTlsConfig {
-                    client_cert: tls::read_pem(url, "tls_cert", cert, false)?,
-                    client_key: tls::read_pem(url, "tls_key", key, true)?,
-                })
-            }
-            (None, None) => None,
-            _ => {
-                return Err(invalid(
-                    "tls_cert and tls_key go together: the paths of the client certificate \
-                     and of its private key",
-                ));
-            }
-        };
-        Ok(redis::TlsCertificates {
-            client_tls,
-            root_cert,
-        })
-    }
+/// The files' PEM text for redis-rs, each parsed first so that a bad file
+/// is refused here, by name (the key's path is never printed).
+fn load_tls(files: &TlsFiles, url: &str) -> Result<redis::TlsCertificates, Error> {
+    use crate::tls;
+    let invalid = |why: &str| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("authority URL {:?}: {why}", crate::url::redact(url)),
+        )
+    };
+    let root_cert = match files.ca.as_deref() {
+        Some("") => return Err(invalid("tls_ca= needs the path of a PEM file")),
+        Some(path) => {
+            tls::roots_from_file(url, "tls_ca", path)?;
+            Some(tls::read_pem(url, "tls_ca", path, false)?)
+        }
+        None => None,
+    };
+    let client_tls = tls::client_pem(
+        url,
+        ["tls_cert", "tls_key"],
+        files.cert.as_deref(),
+        files.key.as_deref(),
+    )?
+    .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+        client_cert,
+        client_key,
+    });
+    Ok(redis::TlsCertificates {
+        client_tls,
+        root_cert,
+    })
 }
 
 /// Reads the server's eviction, cluster and persistence settings (on every
@@ -506,7 +486,7 @@ fn read_status(
             let [holder, expiry, hw, fencing]: [Option<String>; 4] = c
                 .hget(&wk, &["holder", "lease_expiry", "high_water", "fencing"])
                 .map_err(|e| unavailable("HMGET failed", e))?;
-            let record = WorkerRecord {
+            let record = StoredWorker {
                 namespace: &ns,
                 layout,
                 worker,

@@ -1,5 +1,5 @@
 //! `grantid next`: streams any number of IDs, in chunks the layout can
-//! always fill, waiting out transient conditions up to `--timeout-ms`.
+//! always fill, waiting out transient conditions up to `--wait-ms`.
 
 use std::io::Write;
 use std::thread;
@@ -32,9 +32,10 @@ pub struct NextArgs {
     pub format: Format,
     /// Longest wait, in ms, for the first grant and for any later stall
     /// (authority unavailable, sequence used up, clock stepped back, a lost
-    /// lease waiting for a new worker) before the command fails.
-    #[arg(long, default_value_t = 10_000)]
-    pub timeout_ms: u64,
+    /// lease waiting for a new worker) before the command fails
+    /// (`--timeout-ms` is an older spelling).
+    #[arg(long, alias = "timeout-ms", default_value_t = 10_000)]
+    pub wait_ms: u64,
     /// The datacenter this process runs in (needs --datacenter-bits): the
     /// authority grants this datacenter's workers, as with datacenter=N in
     /// its URL; a URL's datacenter=N, if any, must agree.
@@ -53,7 +54,7 @@ pub fn run(a: NextArgs) -> Result<(), Failure> {
         .clone()
         .unwrap_or_else(|| grantid_authority::DEFAULT_URL.to_owned());
     let source = grantid_authority::from_url_in(&url, a.datacenter)?;
-    let timeout = Duration::from_millis(a.timeout_ms);
+    let timeout = Duration::from_millis(a.wait_ms);
     let mut builder = Generator::builder(layout, a.namespace.as_str(), source)
         .max_drift_ms(DEFAULT_MAX_DRIFT_MS)
         .shards(1)

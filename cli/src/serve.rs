@@ -40,9 +40,10 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 5_000)]
     pub drain_timeout_ms: u64,
     /// Longest one start-up attempt waits for the first grant, in ms (the
-    /// server keeps trying, NOT_SERVING meanwhile).
-    #[arg(long, default_value_t = 10_000)]
-    pub timeout_ms: u64,
+    /// server keeps trying, NOT_SERVING meanwhile; `--timeout-ms` is an
+    /// older spelling).
+    #[arg(long, alias = "timeout-ms", default_value_t = 10_000)]
+    pub startup_timeout_ms: u64,
     /// Serve TLS with this certificate chain (PEM, the server's
     /// certificate first); needs --tls-key. Reloaded on SIGHUP and when
     /// the file changes.
@@ -104,7 +105,7 @@ pub fn serve(a: ServeArgs) -> Result<(), Error> {
         .transpose()?;
     config.drain_delay = Duration::from_millis(a.drain_delay_ms);
     config.drain_timeout = Duration::from_millis(a.drain_timeout_ms);
-    config.startup_timeout = Duration::from_millis(a.timeout_ms);
+    config.startup_timeout = Duration::from_millis(a.startup_timeout_ms);
     config.grant_duration_ms = a.grants.grant_duration_ms;
     config.horizon_ms = a.grants.horizon_ms;
     config.tls = match (a.tls_cert, a.tls_key) {

@@ -131,6 +131,7 @@ fn junk_is_a_clear_error_with_its_kinds_exit_status() {
                 "next",
                 "-a",
                 "postgres://postgres@127.0.0.1:1/x?timeout_ms=200",
+                // The older spelling of --wait-ms.
                 "--timeout-ms",
                 "500",
             ],

@@ -120,7 +120,7 @@ fn mismatches_are_invalid_arguments() {
         (vec![], "no datacenter bits"),
     ] {
         let mut cmd = grantid();
-        cmd.args(["next", "-a", &url, "--timeout-ms", "2000"])
+        cmd.args(["next", "-a", &url, "--wait-ms", "2000"])
             .args(&args);
         if args.is_empty() {
             // No --datacenter-bits: the URL's datacenter cannot fit.
@@ -137,7 +137,7 @@ fn mismatches_are_invalid_arguments() {
 /// The workers `grantid next` issued from, with `args`.
 fn workers_of(args: &[&str]) -> Vec<(u64, u64)> {
     let out = ok(&grantid()
-        .args(["next", "-n", "3", "-f", "json", "--timeout-ms", "3000"])
+        .args(["next", "-n", "3", "-f", "json", "--wait-ms", "3000"])
         .args(args)
         .output()
         .unwrap());

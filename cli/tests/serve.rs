@@ -331,7 +331,7 @@ fn the_command_takes_a_grpc_authority() {
     // With the server gone: UNAVAILABLE within the start-up timeout.
     let out = Command::new(BIN)
         .args(["next", "--authority", &format!("{url}?timeout_ms=200")])
-        .args(["--namespace", "cli", "--timeout-ms", "500"])
+        .args(["--namespace", "cli", "--wait-ms", "500"])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -980,7 +980,7 @@ fn grants_of_a_static_authority_without_state_are_refused() {
             "--authority",
             &format!("grpc://127.0.0.1:{port}"),
         ])
-        .args(["--namespace", "static-behind-serve", "--timeout-ms", "5000"])
+        .args(["--namespace", "static-behind-serve", "--wait-ms", "5000"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1011,7 +1011,7 @@ fn a_horizon_past_the_servers_bounded_lead_is_refused_at_start() {
     let next = |authority: &str, args: &[&str]| {
         Command::new(BIN)
             .args(["next", "-n", "1", "--authority", authority])
-            .args(["--namespace", "lead", "--timeout-ms", "5000"])
+            .args(["--namespace", "lead", "--wait-ms", "5000"])
             .args(args)
             .output()
             .unwrap()

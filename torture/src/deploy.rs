@@ -1014,7 +1014,7 @@ fn spawn_next(
             "1000000000000",
             "--format",
             "dec",
-            "--timeout-ms",
+            "--wait-ms",
             "20000",
         ])
         .args(["--authority", authority, "--namespace", &spec.namespace])

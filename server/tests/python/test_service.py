@@ -659,7 +659,7 @@ class ShutdownTest(unittest.TestCase):
         open(blocker, "w").close()
         port = free_port()
         proc = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{port}",
-                                 "--authority", f"file:{blocker}/sub/state.json", "--timeout-ms", "300"],
+                                 "--authority", f"file:{blocker}/sub/state.json", "--startup-timeout-ms", "300"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -329,13 +329,9 @@ async fn shutdown_signal() {
     }
 }
 
-/// Runs a server on `listener` until `shutdown` resolves (or the generator
-/// cannot be configured), then drains it and releases its worker.
-pub async fn run(
-    config: Config,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
+/// The configuration's checks before anything opens: the connection caps
+/// it sets.
+fn checked(config: &Config) -> Result<conns::ConnCaps, Error> {
     if config.namespace.is_empty() {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -358,11 +354,82 @@ pub async fn run(
              can be read and replayed by anyone on the path",
         ));
     }
-    let limits = accept::conn_caps(
+    accept::conn_caps(
         config.max_connections,
         config.max_connections_per_peer,
         config.first_call_timeout,
-    )?;
+    )
+}
+
+/// One session of the authority, shared.
+type Session = Arc<dyn Authority>;
+
+/// The authority's sessions: the generator's own, and the others the
+/// fleet's calls share.
+fn authority_sessions(config: &Config) -> Result<(Session, Vec<Session>), Error> {
+    // The generator's renewals get a session of their own, so a fleet's
+    // calls never delay them; `file:` and `static:` share their one.
+    let mut opened: Vec<Arc<dyn Authority>> =
+        grantid_authority::open_sessions(&config.authority, config.authority_sessions + 1)?
+            .into_iter()
+            .map(Arc::from)
+            .collect();
+    let authority = if opened.len() > 1 {
+        opened.remove(0)
+    } else {
+        Arc::clone(&opened[0])
+    };
+    log::info!(
+        target: "grantid_server",
+        "event=authority_sessions count={}", opened.len()
+    );
+    Ok((authority, opened))
+}
+
+/// The services: health (open to probes), reflection, IDs and grants
+/// (each behind the bearer token, when there are tokens).
+fn routes<H: tonic_health::pb::health_server::Health>(
+    health: tonic_health::pb::health_server::HealthServer<H>,
+    tokens: Option<Arc<auth::Tokens>>,
+    ids: ids::IdService,
+    grants: grants::GrantForwarder,
+) -> Result<tonic::transport::server::Router, Error> {
+    let reflection_error = |e| runtime_error("cannot build the reflection service", e);
+    let reflection_v1 = reflection().build_v1().map_err(reflection_error)?;
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_error)?;
+
+    // Every service but health checks the bearer token (probes have none).
+    let guard = auth::Guard(tokens.clone());
+    Ok(Server::builder()
+        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
+        .add_service(InterceptedService::new(
+            health,
+            auth::Probe(tokens.is_none()),
+        ))
+        .add_service(InterceptedService::new(reflection_v1, guard.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, guard.clone()))
+        .add_service(InterceptedService::new(
+            IdGeneratorServiceServer::new(ids),
+            guard.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            GrantServiceServer::new(grants),
+            guard,
+        )))
+}
+
+/// Runs a server on `listener` until `shutdown` resolves (or the generator
+/// cannot be configured), then drains it and releases its worker.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let limits = checked(&config)?;
     let watched =
         secure::Watched::before_reading(config.tls.as_ref(), config.token_file.as_deref());
     let tls = match &config.tls {
@@ -381,23 +448,8 @@ pub async fn run(
     } else {
         None
     };
-    // The generator's renewals get a session of their own, so a fleet's
-    // calls never delay them; `file:` and `static:` share their one.
-    let mut opened: Vec<Arc<dyn Authority>> =
-        grantid_authority::open_sessions(&config.authority, config.authority_sessions + 1)?
-            .into_iter()
-            .map(Arc::from)
-            .collect();
+    let (authority, opened) = authority_sessions(&config)?;
     let grants_refused = grant_refusal(&config.authority)?;
-    let authority = if opened.len() > 1 {
-        opened.remove(0)
-    } else {
-        Arc::clone(&opened[0])
-    };
-    log::info!(
-        target: "grantid_server",
-        "event=authority_sessions count={}", opened.len()
-    );
     if let Some(addr) = config.metrics {
         telemetry::install(addr)?;
         log::info!(target: "grantid_server", "event=metrics addr={addr}");
@@ -467,32 +519,12 @@ pub async fn run(
         }
     };
 
-    let reflection_error = |e| runtime_error("cannot build the reflection service", e);
-    let reflection_v1 = reflection().build_v1().map_err(reflection_error)?;
-    let reflection_v1alpha = reflection().build_v1alpha().map_err(reflection_error)?;
-
-    // Every service but health checks the bearer token (probes have none).
-    let guard = auth::Guard(tokens.clone());
-    let router = Server::builder()
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(HTTP2_KEEPALIVE_TIMEOUT))
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
-        .http2_max_header_list_size(MAX_HEADER_LIST_SIZE)
-        .add_service(InterceptedService::new(
-            health,
-            auth::Probe(tokens.is_none()),
-        ))
-        .add_service(InterceptedService::new(reflection_v1, guard.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, guard.clone()))
-        .add_service(InterceptedService::new(
-            IdGeneratorServiceServer::new(ids::IdService::new(Arc::clone(&state))),
-            guard.clone(),
-        ))
-        .add_service(InterceptedService::new(
-            GrantServiceServer::new(grants::GrantForwarder::new(sessions, grants_refused)),
-            guard,
-        ));
+    let router = routes(
+        health,
+        tokens.clone(),
+        ids::IdService::new(Arc::clone(&state)),
+        grants::GrantForwarder::new(sessions, grants_refused),
+    )?;
     log::info!(
         target: "grantid_server",
         "event=listening addr={local} namespace={:?} tls={} client_certificates={} tokens={}",

@@ -1094,6 +1094,103 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// The IDs the case's processes printed: how many, how many of them
+/// repeat an ID of their namespace, and the first few repeats.
+fn printed_ids(case: &Case, runs: &[Vec<Running>]) -> Result<(u64, u64, Vec<String>), String> {
+    let mut seen: HashMap<&str, HashMap<u64, usize>> = HashMap::new();
+    let mut dups: Vec<String> = Vec::new();
+    let mut ids = 0u64;
+    for (p, gens) in runs.iter().enumerate() {
+        let ns = case.procs[p].namespace.as_str();
+        for r in gens {
+            let file =
+                std::fs::File::open(&r.out).map_err(|e| format!("{}: {e}", r.out.display()))?;
+            for line in std::io::BufReader::new(file).split(b'\n') {
+                let line = line.map_err(|e| format!("{}: {e}", r.out.display()))?;
+                let Some(id) = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(|l| l.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                ids += 1;
+                if let Some(first) = seen.entry(ns).or_default().insert(id, p)
+                    && dups.len() < 3
+                {
+                    dups.push(format!(
+                        "ID {id} printed by process {first} and process {p}"
+                    ));
+                }
+            }
+        }
+    }
+    let total: usize = seen.values().map(HashMap::len).sum();
+    let repeated = ids - total as u64;
+    Ok((ids, repeated, dups))
+}
+
+/// Counts what the case's processes covered (their URLs' and flags'
+/// dimensions) into `outcome.covered`.
+fn covered(case: &Case, outcome: &mut FuzzOutcome) {
+    if case.recent_epoch.is_some() {
+        *outcome.covered.entry("recent epoch (cases)").or_default() += 1;
+    }
+    for spec in &case.procs {
+        for (dim, hit) in [
+            ("symlinked path", spec.authority.contains("link")),
+            (
+                "path with . or ..",
+                spec.authority.contains("/./") || spec.authority.contains("/../"),
+            ),
+            (
+                "/proc/self/root path",
+                spec.authority.contains("/proc/self/root"),
+            ),
+            ("datacenter=", spec.authority.contains("datacenter=")),
+            (
+                "--datacenter",
+                spec.args.iter().any(|a| a == "--datacenter"),
+            ),
+            ("max_lead_ms set", spec.authority.contains("max_lead_ms")),
+            (
+                "lease_grace_ms set",
+                spec.authority.contains("lease_grace_ms"),
+            ),
+            (
+                "clock_skew_ms set",
+                spec.authority.contains("clock_skew_ms"),
+            ),
+            ("another layout on the namespace", spec.variant.is_some()),
+            ("grpcs://", spec.authority.starts_with("grpcs://")),
+            (
+                "grpcs:// by host name",
+                spec.authority.starts_with("grpcs://localhost"),
+            ),
+            (
+                "mTLS client certificate",
+                spec.authority.contains("tls_cert="),
+            ),
+            ("token file", spec.authority.contains("token_file=")),
+            (
+                "postgres sslmode=verify-full",
+                spec.authority.contains("sslmode=verify-full"),
+            ),
+            (
+                "postgres sslmode=require",
+                spec.authority.contains("sslmode=require"),
+            ),
+            (
+                "postgres sslmode=disable",
+                spec.authority.contains("sslmode=disable"),
+            ),
+        ] {
+            if hit {
+                *outcome.covered.entry(dim).or_default() += 1;
+            }
+        }
+    }
+}
+
 /// Runs one case and checks it; returns its report line.
 fn run_case(
     config: &FuzzConfig,
@@ -1486,35 +1583,7 @@ fn run_case(
     }
     drop(redis.take());
     // The check: per namespace, every printed ID once.
-    let mut seen: HashMap<&str, HashMap<u64, usize>> = HashMap::new();
-    let mut dups: Vec<String> = Vec::new();
-    let mut ids = 0u64;
-    for (p, gens) in runs.iter().enumerate() {
-        let ns = case.procs[p].namespace.as_str();
-        for r in gens {
-            let file =
-                std::fs::File::open(&r.out).map_err(|e| format!("{}: {e}", r.out.display()))?;
-            for line in std::io::BufReader::new(file).split(b'\n') {
-                let line = line.map_err(|e| format!("{}: {e}", r.out.display()))?;
-                let Some(id) = std::str::from_utf8(&line)
-                    .ok()
-                    .and_then(|l| l.parse::<u64>().ok())
-                else {
-                    continue;
-                };
-                ids += 1;
-                if let Some(first) = seen.entry(ns).or_default().insert(id, p)
-                    && dups.len() < 3
-                {
-                    dups.push(format!(
-                        "ID {id} printed by process {first} and process {p}"
-                    ));
-                }
-            }
-        }
-    }
-    let total: usize = seen.values().map(HashMap::len).sum();
-    let repeated = ids - total as u64;
+    let (ids, repeated, dups) = printed_ids(case, &runs)?;
     outcome.cases += 1;
     outcome.ids += ids;
     outcome.processes += runs.iter().map(Vec::len).sum::<usize>() as u64;
@@ -1523,63 +1592,7 @@ fn run_case(
     for f in &injected {
         *outcome.faults.entry(f).or_default() += 1;
     }
-    if case.recent_epoch.is_some() {
-        *outcome.covered.entry("recent epoch (cases)").or_default() += 1;
-    }
-    for spec in &case.procs {
-        for (dim, hit) in [
-            ("symlinked path", spec.authority.contains("link")),
-            (
-                "path with . or ..",
-                spec.authority.contains("/./") || spec.authority.contains("/../"),
-            ),
-            (
-                "/proc/self/root path",
-                spec.authority.contains("/proc/self/root"),
-            ),
-            ("datacenter=", spec.authority.contains("datacenter=")),
-            (
-                "--datacenter",
-                spec.args.iter().any(|a| a == "--datacenter"),
-            ),
-            ("max_lead_ms set", spec.authority.contains("max_lead_ms")),
-            (
-                "lease_grace_ms set",
-                spec.authority.contains("lease_grace_ms"),
-            ),
-            (
-                "clock_skew_ms set",
-                spec.authority.contains("clock_skew_ms"),
-            ),
-            ("another layout on the namespace", spec.variant.is_some()),
-            ("grpcs://", spec.authority.starts_with("grpcs://")),
-            (
-                "grpcs:// by host name",
-                spec.authority.starts_with("grpcs://localhost"),
-            ),
-            (
-                "mTLS client certificate",
-                spec.authority.contains("tls_cert="),
-            ),
-            ("token file", spec.authority.contains("token_file=")),
-            (
-                "postgres sslmode=verify-full",
-                spec.authority.contains("sslmode=verify-full"),
-            ),
-            (
-                "postgres sslmode=require",
-                spec.authority.contains("sslmode=require"),
-            ),
-            (
-                "postgres sslmode=disable",
-                spec.authority.contains("sslmode=disable"),
-            ),
-        ] {
-            if hit {
-                *outcome.covered.entry(dim).or_default() += 1;
-            }
-        }
-    }
+    covered(case, outcome);
     let mut line = format!(
         "case seed={} engine={} processes={} faults=[{}] ids={ids} refused_at_start={refused} repeated={repeated}",
         case.seed,

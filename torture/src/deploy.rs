@@ -1094,6 +1094,253 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// A case while it runs: its processes, servers and stores, and what its
+/// faults have done so far.
+struct Live<'a> {
+    config: &'a FuzzConfig,
+    case: &'a Case,
+    dir: &'a Path,
+    shared: &'a mut Shared,
+    redis: Option<RedisServer>,
+    /// The Redis server's URL, for `redis://127.0.0.1:REDIS_PORT/` in URLs.
+    redis_url: Option<String>,
+    tls_dir: PathBuf,
+    tls_args: Vec<String>,
+    certs: Option<crate::certs::Certs>,
+    tokens: Option<ServeTokens>,
+    /// `grantid serve`s: port, authority URL, process.
+    serves: Vec<(u16, String, Child)>,
+    /// Each process's runs, the last one running.
+    runs: Vec<Vec<Running>>,
+    epoch_ms: Option<u64>,
+    state: PathBuf,
+    backup: PathBuf,
+    etcd_copy: Vec<(String, String)>,
+    /// `--focus restore`: whether the case's premise holds (every process
+    /// holds a grant before the copy and the restore), and how many lines
+    /// each process had logged at the restore.
+    premise: bool,
+    restored_logs: Vec<usize>,
+}
+
+impl Live<'_> {
+    /// `url` with the case's Redis server in it.
+    fn fill(&self, url: &str) -> String {
+        match &self.redis_url {
+            Some(r) => url.replace("redis://127.0.0.1:REDIS_PORT/", r),
+            None => url.to_owned(),
+        }
+    }
+
+    /// The authority URL of process `spec`, with the case's servers in it.
+    fn authority_of(&self, spec: &ProcSpec) -> String {
+        let mut url = self
+            .fill(&spec.authority)
+            .replace("TLS_DIR", &self.tls_dir.display().to_string());
+        for (i, (port, _, _)) in self.serves.iter().enumerate() {
+            url = url
+                .replace(&format!("SERVE_{i}"), &format!("127.0.0.1:{port}"))
+                .replace(&format!("PORT_{i}"), &port.to_string());
+        }
+        url
+    }
+
+    /// Starts process `p`, again if it ran: its running one is killed
+    /// first.
+    fn restart(&mut self, p: usize) -> Result<(), String> {
+        if let Some(r) = self.runs[p].last_mut() {
+            kill(&mut r.child);
+        }
+        let out = self.dir.join(format!("p{p}.{}.out", self.runs[p].len()));
+        let spec = &self.case.procs[p];
+        let next = spawn_next(
+            self.config,
+            spec,
+            &self.authority_of(spec),
+            self.epoch_ms,
+            &out,
+        )?;
+        self.runs[p].push(next);
+        Ok(())
+    }
+
+    /// Injects `fault`; its name for the report.
+    fn inject(&mut self, fault: Fault) -> Result<&'static str, String> {
+        Ok(match fault {
+            Fault::KillRestart(p) => {
+                self.restart(p)?;
+                "kill -9 and restart"
+            }
+            Fault::Kill(p) => {
+                if let Some(r) = self.runs[p].last_mut() {
+                    kill(&mut r.child);
+                }
+                "kill -9 (scaled down)"
+            }
+            Fault::Stop(p, ms) => {
+                if let Some(r) = self.runs[p].last_mut()
+                    && r.stopped_until.is_none()
+                {
+                    signal(&r.child, libc::SIGSTOP);
+                    r.stopped_until = Some(Instant::now() + Duration::from_millis(ms));
+                }
+                "SIGSTOP"
+            }
+            Fault::Backup => {
+                if let Some(r) = &self.redis {
+                    r.save()?;
+                } else if self.state.is_file() {
+                    std::fs::copy(&self.state, &self.backup).map_err(|e| format!("backup: {e}"))?;
+                }
+                "backup"
+            }
+            Fault::FileDelete => {
+                let _ = std::fs::remove_file(&self.state);
+                "state file deleted"
+            }
+            Fault::FileRestore => {
+                if self.backup.is_file() {
+                    // As a restore tool would: a new file put in place.
+                    let tmp = self.dir.join("state").join("restore.tmp");
+                    std::fs::copy(&self.backup, &tmp).map_err(|e| format!("restore: {e}"))?;
+                    std::fs::rename(&tmp, &self.state).map_err(|e| format!("restore: {e}"))?;
+                }
+                "state file restored"
+            }
+            Fault::RedisEmpty => {
+                if let Some(r) = self.redis.as_mut() {
+                    r.restart(false)?;
+                }
+                "redis restarted empty"
+            }
+            Fault::RedisStale => match self.redis.as_mut().map(|r| r.restart(true)) {
+                Some(Ok(())) | None => "redis restarted from a stale snapshot",
+                // No snapshot since the last empty restart: started empty.
+                Some(Err(_)) => {
+                    if let Some(r) = self.redis.as_mut() {
+                        r.restart(false)?;
+                    }
+                    "redis restarted empty"
+                }
+            },
+            Fault::PgCrash => {
+                if let Some(pg) = self.shared.pg.as_mut() {
+                    pg.stop(StopMode::Immediate)?;
+                    pg.start_again()?;
+                }
+                "postgres crashed and started"
+            }
+            Fault::EtcdCopy if !printing(&self.runs) => {
+                self.premise = false;
+                "etcd keys not copied: a process printed no ID yet"
+            }
+            Fault::EtcdCopy => {
+                self.etcd_copy = etcd_keys(self.shared, self.case.seed)?;
+                "etcd keys copied"
+            }
+            Fault::EtcdRestore | Fault::KillRestartAfterEvent(..) if !self.premise => {
+                "skipped: its premise was not met"
+            }
+            Fault::EtcdRestore if !printing(&self.runs) => {
+                self.premise = false;
+                "etcd not restored: a process printed no ID yet"
+            }
+            Fault::KillRestartAfterEvent(p, watched) => {
+                // The watched process's call answered by the restored store.
+                let err = self.runs[watched]
+                    .last()
+                    .map(|r| r.out.with_extension("err"))
+                    .unwrap_or_default();
+                let before = self.restored_logs.get(watched).copied().unwrap_or(0);
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while lines(&err) < before + 2 && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if lines(&err) < before + 2 {
+                    self.premise = false;
+                    "skipped: no call answered by the restored store"
+                } else {
+                    self.restart(p)?;
+                    "kill -9 and restart after a call on the restored store"
+                }
+            }
+            Fault::EtcdRestore => {
+                // The processes wait while the store is put back, as
+                // during a restore.
+                let running: Vec<&Child> = self
+                    .runs
+                    .iter()
+                    .filter_map(|g| g.last())
+                    .filter(|r| r.stopped_until.is_none())
+                    .map(|r| &r.child)
+                    .collect();
+                for c in &running {
+                    signal(c, libc::SIGSTOP);
+                }
+                let restored = etcd_put_back(self.shared, self.case.seed, &self.etcd_copy);
+                self.restored_logs = self
+                    .runs
+                    .iter()
+                    .map(|g| g.last().map_or(0, |r| lines(&r.out.with_extension("err"))))
+                    .collect();
+                for c in &running {
+                    signal(c, libc::SIGCONT);
+                }
+                restored?;
+                "etcd restored, identity and revision kept"
+            }
+            Fault::ServeRestart(i) => {
+                if let Some((port, url, child)) = self.serves.get_mut(i) {
+                    kill(child);
+                    match spawn_serve(
+                        self.config,
+                        url,
+                        *port,
+                        &self.dir.join(format!("host{i}")),
+                        &self.tls_args,
+                    )? {
+                        Some(again) => *child = again,
+                        None => {
+                            return Err(format!("grantid serve `{url}` refused to start again"));
+                        }
+                    }
+                }
+                "grantid serve restarted"
+            }
+            Fault::CertRotate => {
+                if let Some(c) = &self.certs {
+                    c.renew_server()?;
+                    if fastrand::bool() {
+                        for (_, _, child) in &self.serves {
+                            signal(child, libc::SIGHUP);
+                        }
+                    }
+                }
+                "server certificate rotated"
+            }
+            Fault::TokenRotate(p) => {
+                if let Some(t) = self.tokens.as_mut() {
+                    t.rotate(p, || {
+                        for (_, _, child) in &self.serves {
+                            signal(child, libc::SIGHUP);
+                        }
+                    })?;
+                }
+                "token rotated"
+            }
+            Fault::TokenRevoke(p) => {
+                if let Some(t) = self.tokens.as_mut() {
+                    t.revoke(p)?;
+                    for (_, _, child) in &self.serves {
+                        signal(child, libc::SIGHUP);
+                    }
+                }
+                "token revoked"
+            }
+        })
+    }
+}
+
 /// The IDs the case's processes printed: how many, how many of them
 /// repeat an ID of their namespace, and the first few repeats.
 fn printed_ids(case: &Case, runs: &[Vec<Running>]) -> Result<(u64, u64, Vec<String>), String> {
@@ -1199,7 +1446,7 @@ fn run_case(
     shared: &mut Shared,
     outcome: &mut FuzzOutcome,
 ) -> Result<String, String> {
-    let mut redis = match case.engine {
+    let redis = match case.engine {
         Engine::Redis | Engine::GrpcRedis => Some(RedisServer::start()?),
         _ => None,
     };
@@ -1209,10 +1456,6 @@ fn run_case(
         // A new server never issued an ID: declared so, as the runbook says.
         declare_new(config, url)?;
     }
-    let fill = |url: &str| match &redis_url {
-        Some(r) => url.replace("redis://127.0.0.1:REDIS_PORT/", r),
-        None => url.to_owned(),
-    };
     // TLS, mTLS and tokens (grpc engines over TLS).
     let tls_dir = dir.join("tls");
     let mut tokens = case
@@ -1252,15 +1495,40 @@ fn run_case(
         }
         _ => None,
     };
+    let mut live = Live {
+        config,
+        case,
+        dir,
+        shared,
+        redis,
+        redis_url,
+        tls_dir: tls_dir.clone(),
+        tls_args,
+        certs,
+        tokens,
+        serves: Vec::new(),
+        runs: Vec::new(),
+        epoch_ms: None,
+        state: dir.join("state").join("state.json"),
+        backup: dir.join("state.backup"),
+        etcd_copy: Vec::new(),
+        premise: true,
+        restored_logs: Vec::new(),
+    };
     // Servers (grpc engines).
-    let mut serves: Vec<(u16, String, Child)> = Vec::new();
     for (i, url) in case.serve.iter().enumerate() {
         let port = free_port().map_err(|e| format!("no free port: {e}"))?;
-        let url = fill(url);
-        match spawn_serve(config, &url, port, &dir.join(format!("host{i}")), &tls_args)? {
-            Some(child) => serves.push((port, url, child)),
+        let url = live.fill(url);
+        match spawn_serve(
+            config,
+            &url,
+            port,
+            &dir.join(format!("host{i}")),
+            &live.tls_args,
+        )? {
+            Some(child) => live.serves.push((port, url, child)),
             None => {
-                for (_, _, child) in serves.iter_mut() {
+                for (_, _, child) in live.serves.iter_mut() {
                     kill(child);
                 }
                 outcome.cases += 1;
@@ -1274,33 +1542,18 @@ fn run_case(
             }
         }
     }
-    let authority_of = |spec: &ProcSpec, serves: &[(u16, String, Child)]| -> String {
-        let mut url = fill(&spec.authority).replace("TLS_DIR", &tls_dir.display().to_string());
-        for (i, (port, _, _)) in serves.iter().enumerate() {
-            url = url
-                .replace(&format!("SERVE_{i}"), &format!("127.0.0.1:{port}"))
-                .replace(&format!("PORT_{i}"), &port.to_string());
-        }
-        url
-    };
     let epoch_ms = case.recent_epoch.map(|before| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         now.saturating_sub(before)
     });
-    let mut runs: Vec<Vec<Running>> = Vec::new();
-    for (p, spec) in case.procs.iter().enumerate() {
-        let out = dir.join(format!("p{p}.0.out"));
-        runs.push(vec![spawn_next(
-            config,
-            spec,
-            &authority_of(spec, &serves),
-            epoch_ms,
-            &out,
-        )?]);
+    live.epoch_ms = epoch_ms;
+    for p in 0..case.procs.len() {
+        live.runs.push(Vec::new());
+        live.restart(p)?;
     }
-    let first_port = serves.first().map_or(0, |s| s.0);
+    let first_port = live.serves.first().map_or(0, |s| s.0);
     let grpcs_with = |token: &Path| {
         let mut url = format!(
             "grpcs://127.0.0.1:{first_port}?timeout_ms=2000&tls_ca={}",
@@ -1333,27 +1586,19 @@ fn run_case(
         (Some(plan), Some((token, _))) => Some(crate::hostile::Hostile::start(
             plan.clone(),
             grpcs_with(token),
-            serves.iter().map(|s| s.0).collect(),
+            live.serves.iter().map(|s| s.0).collect(),
         )),
         _ => None,
     };
     let start = Instant::now();
-    let state = dir.join("state").join("state.json");
-    let backup = dir.join("state.backup");
     let mut faults = case.faults.iter().peekable();
     let end = start + Duration::from_millis(config.case_ms);
     let mut injected: Vec<&'static str> = Vec::new();
-    let mut etcd_copy: Vec<(String, String)> = Vec::new();
     let mut lag = Duration::ZERO;
-    // `--focus restore`: whether the case's premise holds (every process
-    // holds a grant before the copy and the restore), and how many lines
-    // each process had logged at the restore.
-    let mut premise = true;
-    let mut restored_logs: Vec<usize> = Vec::new();
     // (The schedule's lag moves the end too, so every fault is run.)
     while Instant::now() < end + lag {
         let now = Instant::now();
-        for gens in runs.iter_mut() {
+        for gens in live.runs.iter_mut() {
             if let Some(r) = gens.last_mut()
                 && r.stopped_until.is_some_and(|t| now >= t)
             {
@@ -1372,184 +1617,7 @@ fn run_case(
             continue;
         };
         let due = start + lag + Duration::from_millis(*at);
-        let name = match *fault {
-            Fault::KillRestart(p) => {
-                if let Some(r) = runs[p].last_mut() {
-                    kill(&mut r.child);
-                }
-                let out = dir.join(format!("p{p}.{}.out", runs[p].len()));
-                let spec = &case.procs[p];
-                let next = spawn_next(config, spec, &authority_of(spec, &serves), epoch_ms, &out)?;
-                runs[p].push(next);
-                "kill -9 and restart"
-            }
-            Fault::Kill(p) => {
-                if let Some(r) = runs[p].last_mut() {
-                    kill(&mut r.child);
-                }
-                "kill -9 (scaled down)"
-            }
-            Fault::Stop(p, ms) => {
-                if let Some(r) = runs[p].last_mut()
-                    && r.stopped_until.is_none()
-                {
-                    signal(&r.child, libc::SIGSTOP);
-                    r.stopped_until = Some(Instant::now() + Duration::from_millis(ms));
-                }
-                "SIGSTOP"
-            }
-            Fault::Backup => {
-                if let Some(r) = &redis {
-                    r.save()?;
-                } else if state.is_file() {
-                    std::fs::copy(&state, &backup).map_err(|e| format!("backup: {e}"))?;
-                }
-                "backup"
-            }
-            Fault::FileDelete => {
-                let _ = std::fs::remove_file(&state);
-                "state file deleted"
-            }
-            Fault::FileRestore => {
-                if backup.is_file() {
-                    // As a restore tool would: a new file put in place.
-                    let tmp = dir.join("state").join("restore.tmp");
-                    std::fs::copy(&backup, &tmp).map_err(|e| format!("restore: {e}"))?;
-                    std::fs::rename(&tmp, &state).map_err(|e| format!("restore: {e}"))?;
-                }
-                "state file restored"
-            }
-            Fault::RedisEmpty => {
-                if let Some(r) = redis.as_mut() {
-                    r.restart(false)?;
-                }
-                "redis restarted empty"
-            }
-            Fault::RedisStale => match redis.as_mut().map(|r| r.restart(true)) {
-                Some(Ok(())) | None => "redis restarted from a stale snapshot",
-                // No snapshot since the last empty restart: started empty.
-                Some(Err(_)) => {
-                    if let Some(r) = redis.as_mut() {
-                        r.restart(false)?;
-                    }
-                    "redis restarted empty"
-                }
-            },
-            Fault::PgCrash => {
-                if let Some(pg) = shared.pg.as_mut() {
-                    pg.stop(StopMode::Immediate)?;
-                    pg.start_again()?;
-                }
-                "postgres crashed and started"
-            }
-            Fault::EtcdCopy if !printing(&runs) => {
-                premise = false;
-                "etcd keys not copied: a process printed no ID yet"
-            }
-            Fault::EtcdCopy => {
-                etcd_copy = etcd_keys(shared, case.seed)?;
-                "etcd keys copied"
-            }
-            Fault::EtcdRestore | Fault::KillRestartAfterEvent(..) if !premise => {
-                "skipped: its premise was not met"
-            }
-            Fault::EtcdRestore if !printing(&runs) => {
-                premise = false;
-                "etcd not restored: a process printed no ID yet"
-            }
-            Fault::KillRestartAfterEvent(p, watched) => {
-                // The watched process's call answered by the restored store.
-                let err = runs[watched]
-                    .last()
-                    .map(|r| r.out.with_extension("err"))
-                    .unwrap_or_default();
-                let before = restored_logs.get(watched).copied().unwrap_or(0);
-                let deadline = Instant::now() + Duration::from_secs(5);
-                while lines(&err) < before + 2 && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                if lines(&err) < before + 2 {
-                    premise = false;
-                    "skipped: no call answered by the restored store"
-                } else {
-                    if let Some(r) = runs[p].last_mut() {
-                        kill(&mut r.child);
-                    }
-                    let out = dir.join(format!("p{p}.{}.out", runs[p].len()));
-                    let spec = &case.procs[p];
-                    let next =
-                        spawn_next(config, spec, &authority_of(spec, &serves), epoch_ms, &out)?;
-                    runs[p].push(next);
-                    "kill -9 and restart after a call on the restored store"
-                }
-            }
-            Fault::EtcdRestore => {
-                // The processes wait while the store is put back, as
-                // during a restore.
-                let running: Vec<&Child> = runs
-                    .iter()
-                    .filter_map(|g| g.last())
-                    .filter(|r| r.stopped_until.is_none())
-                    .map(|r| &r.child)
-                    .collect();
-                for c in &running {
-                    signal(c, libc::SIGSTOP);
-                }
-                let restored = etcd_put_back(shared, case.seed, &etcd_copy);
-                restored_logs = runs
-                    .iter()
-                    .map(|g| g.last().map_or(0, |r| lines(&r.out.with_extension("err"))))
-                    .collect();
-                for c in &running {
-                    signal(c, libc::SIGCONT);
-                }
-                restored?;
-                "etcd restored, identity and revision kept"
-            }
-            Fault::ServeRestart(i) => {
-                if let Some((port, url, child)) = serves.get_mut(i) {
-                    kill(child);
-                    match spawn_serve(config, url, *port, &dir.join(format!("host{i}")), &tls_args)?
-                    {
-                        Some(again) => *child = again,
-                        None => {
-                            return Err(format!("grantid serve `{url}` refused to start again"));
-                        }
-                    }
-                }
-                "grantid serve restarted"
-            }
-            Fault::CertRotate => {
-                if let Some(c) = &certs {
-                    c.renew_server()?;
-                    if fastrand::bool() {
-                        for (_, _, child) in &serves {
-                            signal(child, libc::SIGHUP);
-                        }
-                    }
-                }
-                "server certificate rotated"
-            }
-            Fault::TokenRotate(p) => {
-                if let Some(t) = tokens.as_mut() {
-                    t.rotate(p, || {
-                        for (_, _, child) in &serves {
-                            signal(child, libc::SIGHUP);
-                        }
-                    })?;
-                }
-                "token rotated"
-            }
-            Fault::TokenRevoke(p) => {
-                if let Some(t) = tokens.as_mut() {
-                    t.revoke(p)?;
-                    for (_, _, child) in &serves {
-                        signal(child, libc::SIGHUP);
-                    }
-                }
-                "token revoked"
-            }
-        };
+        let name = live.inject(*fault)?;
         injected.push(name);
         // A fault that took a while (a server restart, a restore) moves the
         // rest of the schedule, so the gaps between faults stay as drawn.
@@ -1565,7 +1633,7 @@ fn run_case(
     };
     // The end: every process killed as it runs.
     let mut refused = 0u64;
-    for gens in runs.iter_mut() {
+    for gens in live.runs.iter_mut() {
         for r in gens.iter_mut() {
             if let Ok(Some(status)) = r.child.try_wait()
                 && status.code() == Some(17)
@@ -1578,15 +1646,15 @@ fn run_case(
             kill(&mut r.child);
         }
     }
-    for (_, _, child) in serves.iter_mut() {
+    for (_, _, child) in live.serves.iter_mut() {
         kill(child);
     }
-    drop(redis.take());
+    drop(live.redis.take());
     // The check: per namespace, every printed ID once.
-    let (ids, repeated, dups) = printed_ids(case, &runs)?;
+    let (ids, repeated, dups) = printed_ids(case, &live.runs)?;
     outcome.cases += 1;
     outcome.ids += ids;
-    outcome.processes += runs.iter().map(Vec::len).sum::<usize>() as u64;
+    outcome.processes += live.runs.iter().map(Vec::len).sum::<usize>() as u64;
     outcome.refused += refused;
     *outcome.engines.entry(case.engine.name()).or_default() += 1;
     for f in &injected {

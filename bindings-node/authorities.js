@@ -42,8 +42,17 @@ function postgres(pool, options = {}) {
   return async (request) => {
     const call = native.postgresAcquireCall(request, options)
     await ensureSchema()
-    const { rows } = await pool.query(call.text, call.values)
-    return native.grantFromPostgresRow(request, rows[0])
+    let result
+    try {
+      result = await pool.query(call.text, call.values)
+    } catch (e) {
+      // SQLSTATE undefined_function: the schema's version row is current but
+      // the function the call names is missing; the script puts it back.
+      if (e.code !== '42883') throw e
+      await pool.query(native.postgresSchemaScript())
+      result = await pool.query(call.text, call.values)
+    }
+    return native.grantFromPostgresRow(request, result.rows[0])
   }
 }
 

@@ -250,26 +250,49 @@ fn end_is_capped_and_release_frees(kind: Kind) {
     assert!(b.start >= a.end);
 }
 
+/// One module of the suite's tests per engine, and [`RUN_ON`], the
+/// engines they run on.
 macro_rules! rule_tests {
-    ($($name:ident),*) => {
-        mod memory { $( #[test] fn $name() { super::$name(super::Kind::Memory) } )* }
-        mod file { $( #[test] fn $name() { super::$name(super::Kind::File) } )* }
-        mod postgres { $( #[test] fn $name() { super::$name(super::Kind::Postgres) } )* }
-        mod redis { $( #[test] fn $name() { super::$name(super::Kind::Redis) } )* }
-        mod mysql { $( #[test] fn $name() { super::$name(super::Kind::Mysql) } )* }
-        #[cfg(feature = "etcd")]
-        mod etcd { $( #[test] fn $name() { super::$name(super::Kind::Etcd) } )* }
+    ([$($(#[$attr:meta])* $engine:ident => $kind:ident),*], $tests:tt) => {
+        /// The engines the suite runs on, in every build.
+        const RUN_ON: &[&str] = &[$(stringify!($engine)),*];
+        $( engine_tests!($(#[$attr])* $engine, $kind, $tests); )*
     };
 }
 
-/// The engines the suite runs on (beside the in-memory authority).
-const RUN_ON: [&str; 5] = ["file", "postgres", "redis", "mysql", "etcd"];
+macro_rules! engine_tests {
+    ($(#[$attr:meta])* $engine:ident, $kind:ident, [$($name:ident),*]) => {
+        $(#[$attr])*
+        mod $engine { $( #[test] fn $name() { super::$name(super::Kind::$kind) } )* }
+    };
+}
+
+rule_tests!(
+    [
+        memory => Memory,
+        file => File,
+        postgres => Postgres,
+        redis => Redis,
+        mysql => Mysql,
+        #[cfg(feature = "etcd")]
+        etcd => Etcd
+    ],
+    [
+        idempotent_retry,
+        stolen_worker_is_lost,
+        expired_lease_is_recycled,
+        high_water_never_moves_back,
+        other_layout_is_refused,
+        end_is_capped_and_release_frees,
+        usable_now_goes_first_and_a_far_first_grant_waits
+    ]
+);
 
 #[test]
 fn every_engine_of_the_table_runs_the_suite() {
     common::stores::assert_covers(
         "conformance.rs",
-        &RUN_ON,
+        RUN_ON,
         &[(
             "static",
             "one worker, no choice: rule_differential.rs compares it with the rule, \
@@ -277,16 +300,6 @@ fn every_engine_of_the_table_runs_the_suite() {
         )],
     );
 }
-
-rule_tests!(
-    idempotent_retry,
-    stolen_worker_is_lost,
-    expired_lease_is_recycled,
-    high_water_never_moves_back,
-    other_layout_is_refused,
-    end_is_capped_and_release_frees,
-    usable_now_goes_first_and_a_far_first_grant_waits
-);
 
 #[test]
 fn injected_clock_is_shared() {

@@ -76,6 +76,19 @@ test('postgres(pool) applies the schema again over an older version', pgSkip, ()
   assert.equal((await pool.query(newest)).rows[0].v, version)
 }))
 
+test('postgres(pool) puts back the function its call names when it is missing', pgSkip, () => withScratchDatabase(async (pool) => {
+  const native = require('..')
+  await pool.query(native.postgresSchemaScript())
+  await pool.query('SELECT grantid.declare_new_deployment()')
+  const arity = native.postgresAcquireCall(request).values.length
+  const { rows } = await pool.query(
+    "SELECT pg_get_function_identity_arguments(p.oid) AS args FROM pg_proc p WHERE p.pronamespace = 'grantid'::regnamespace AND p.proname = 'acquire' AND p.pronargs = $1",
+    [arity])
+  await pool.query(`DROP FUNCTION grantid.acquire(${rows[0].args})`)
+  const grant = await authorities.postgres(pool)(request)
+  assert.equal(typeof grant.worker, 'number')
+}))
+
 test('postgres(pool, options) gives the database maxLeadMs and clockSkewMs', pgSkip, () => withScratchDatabase(async (pool) => {
   // The answer does not matter (a new store is quarantined): the namespace
   // records the caller's lead and skew before anything is granted.

@@ -92,10 +92,17 @@ class PostgresSource:
     def _connection(self) -> Any:
         if self._conn is None or self._pid != os.getpid():
             conn = self._connect()
-            ready = all(conn.execute(check).fetchone() is not None for check in POSTGRES_SCHEMA_CHECKS)
-            conn.commit()
-            if not ready:
-                self._apply_schema(conn)
+            try:
+                ready = all(conn.execute(check).fetchone() is not None for check in POSTGRES_SCHEMA_CHECKS)
+                conn.commit()
+                if not ready:
+                    self._apply_schema(conn)
+            except BaseException:
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+                raise
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 

@@ -89,8 +89,10 @@ CREATE INDEX IF NOT EXISTS grant_log_worker
 -- point-in-time recovery changes) and a quarantine: no grant before
 -- quarantine_until_ms (Unix ms). A missing row (never used, or lost: they
 -- look the same) or another identity starts a quarantine of max_lead +
--- clock skew, the settings grantid.max_lead_ms (default 7000) and
--- grantid.clock_skew_ms (default 1000) of the session.
+-- clock skew: the namespace's recorded ones for a grantid.acquire (at
+-- least the caller's), the arguments of grantid.fence; the forms without
+-- them take the session's settings grantid.max_lead_ms (default 7000) and
+-- grantid.clock_skew_ms (default 1000).
 CREATE TABLE IF NOT EXISTS grantid.store (
     id                  boolean PRIMARY KEY DEFAULT true CHECK (id),
     system_identifier   text,
@@ -130,11 +132,9 @@ $fn$;
 -- namespace waits at least its own recorded lead from p_ms (grantid.gate).
 -- Returns the end for the longest recorded lead.
 DROP FUNCTION IF EXISTS grantid.quarantine(bigint, text);
-DROP FUNCTION IF EXISTS grantid.quarantine(bigint, text, bigint);
-CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text,
-                                              p_latest_ms bigint DEFAULT 0,
-                                              p_lead_ms bigint DEFAULT NULL,
-                                              p_skew_ms bigint DEFAULT NULL) RETURNS bigint
+CREATE OR REPLACE FUNCTION grantid.quarantine_for(p_ms bigint, p_reason text,
+                                                  p_latest_ms bigint, p_lead_ms bigint,
+                                                  p_skew_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_skew  bigint := coalesce(p_skew_ms, grantid.setting_ms('grantid.clock_skew_ms', 1000));
@@ -159,6 +159,13 @@ BEGIN
 END
 $fn$;
 
+-- Version 3's form: lead and skew from the session's settings.
+CREATE OR REPLACE FUNCTION grantid.quarantine(p_ms bigint, p_reason text,
+                                              p_latest_ms bigint DEFAULT 0) RETURNS bigint
+LANGUAGE sql VOLATILE AS $fn$
+    SELECT grantid.quarantine_for(p_ms, p_reason, p_latest_ms, NULL, NULL);
+$fn$;
+
 -- NULL when grants may be made at p_ms for a namespace used with leads up
 -- to p_lead_ms and skews up to p_skew_ms; else why not (a quarantine).
 DROP FUNCTION IF EXISTS grantid.gate(bigint);
@@ -169,21 +176,23 @@ DECLARE
     st      grantid.store%ROWTYPE;
     v_id    record := grantid.identity();
     v_until bigint;
+    -- A lead of 0 is none given (a call without them): the quarantine this
+    -- starts takes the session's settings, as version 7 did.
+    v_lead  bigint := nullif(p_lead_ms, 0);
+    v_skew  bigint := CASE WHEN p_lead_ms > 0 THEN p_skew_ms END;
 BEGIN
     SELECT * INTO st FROM grantid.store;
     IF NOT FOUND THEN
-        PERFORM grantid.quarantine(p_ms,
-            'the database had no grantid state (never used, or lost)', 0,
-            nullif(p_lead_ms, 0), p_skew_ms);
+        PERFORM grantid.quarantine_for(p_ms,
+            'the database had no grantid state (never used, or lost)', 0, v_lead, v_skew);
     ELSIF st.timeline IS DISTINCT FROM v_id.timeline
        OR (st.system_identifier IS NOT NULL AND v_id.system_identifier IS NOT NULL
            AND st.system_identifier <> v_id.system_identifier) THEN
-        PERFORM grantid.quarantine(p_ms, format(
+        PERFORM grantid.quarantine_for(p_ms, format(
             'the database''s identity changed from system %s timeline %s to system %s '
             'timeline %s (a promotion, a point-in-time recovery or a restore)',
             coalesce(st.system_identifier, '?'), st.timeline,
-            coalesce(v_id.system_identifier, '?'), v_id.timeline), 0,
-            nullif(p_lead_ms, 0), p_skew_ms);
+            coalesce(v_id.system_identifier, '?'), v_id.timeline), 0, v_lead, v_skew);
     END IF;
     SELECT * INTO st FROM grantid.store;
     v_until := greatest(st.quarantine_until_ms,
@@ -203,7 +212,7 @@ $fn$;
 CREATE OR REPLACE FUNCTION grantid.fence(p_now_ms bigint, p_max_lead_ms bigint,
                                          p_clock_skew_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE AS $fn$
-    SELECT grantid.quarantine(coalesce(p_now_ms,
+    SELECT grantid.quarantine_for(coalesce(p_now_ms,
         floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 'fenced by the operator',
         0, p_max_lead_ms, p_clock_skew_ms);
 $fn$;
@@ -406,8 +415,8 @@ BEGIN
                 'store''s high-water (tick %s): the store forgot a grant it made (restored '
                 'from a backup or a snapshot?); stop issuing from them and acquire again',
                 p_worker, p_not_before, w.high_water);
-            PERFORM grantid.quarantine(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms,
-                                       ns.max_lead_ms, ns.clock_skew_ms);
+            PERFORM grantid.quarantine_for(v_ms, v_gate, p_epoch_ms + p_not_before * p_tick_ms,
+                                           ns.max_lead_ms, ns.clock_skew_ms);
             RETURN QUERY SELECT 'lost'::text, NULL::bigint, NULL::bigint, NULL::bigint,
                 NULL::bigint, v_gate;
             RETURN;

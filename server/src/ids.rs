@@ -1,4 +1,6 @@
-//! `grantid.v1.IdGeneratorService`: IDs from the server's core generator.
+//! `grantid.v1.IdGeneratorService`, and the service design's
+//! `hispeeddesign.idgen.v1.IdGeneratorService` through the same handlers:
+//! IDs from the server's core generator.
 //! The server never makes an ID itself: every ID comes from
 //! [`grantid::Generator`], inside a grant the authority committed.
 
@@ -6,6 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use grantid::{Error, Generator};
+use grantid_proto::idgen_v1 as design;
 use grantid_proto::v1::id_generator_service_server::IdGeneratorService;
 use grantid_proto::v1::{
     GenerateIdBatchRequest, GenerateIdBatchResponse, GenerateIdRequest, GenerateIdResponse,
@@ -194,5 +197,31 @@ impl IdGeneratorService for IdService {
             self.issued.increment(b.ids.len() as u64);
         }
         r.map(Response::new)
+    }
+}
+
+/// `hispeeddesign.idgen.v1.IdGeneratorService`: the calls of the service
+/// design's file, answered by the `grantid.v1` handlers (same checks,
+/// tokens, metrics and logs) for the server's namespace.
+#[derive(Debug)]
+pub struct DesignIdService(pub(crate) Arc<IdService>);
+
+#[tonic::async_trait]
+impl design::id_generator_service_server::IdGeneratorService for DesignIdService {
+    async fn generate_id(
+        &self,
+        request: Request<design::GenerateIdRequest>,
+    ) -> Result<Response<design::GenerateIdResponse>, Status> {
+        let answer = IdGeneratorService::generate_id(&*self.0, request.map(Into::into)).await?;
+        Ok(answer.map(Into::into))
+    }
+
+    async fn generate_id_batch(
+        &self,
+        request: Request<design::GenerateIdBatchRequest>,
+    ) -> Result<Response<design::GenerateIdBatchResponse>, Status> {
+        let answer =
+            IdGeneratorService::generate_id_batch(&*self.0, request.map(Into::into)).await?;
+        Ok(answer.map(Into::into))
     }
 }

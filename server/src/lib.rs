@@ -58,6 +58,7 @@ use std::time::Duration;
 
 use grantid::{Error, ErrorKind, Generator, GrantSource, Layout};
 use grantid_authority::Authority;
+use grantid_proto::idgen_v1::id_generator_service_server::IdGeneratorServiceServer as DesignIdServer;
 use grantid_proto::v1::grant_service_server::GrantServiceServer;
 use grantid_proto::v1::id_generator_service_server::IdGeneratorServiceServer;
 use tokio::net::TcpListener;
@@ -110,6 +111,12 @@ const RESTART_PAUSE: Duration = Duration::from_secs(1);
 /// The health service names this server reports, besides `""` (the whole
 /// server).
 pub const ID_SERVICE_NAME: &str = "grantid.v1.IdGeneratorService";
+/// The service design's IdGeneratorService, which health reports as
+/// [`ID_SERVICE_NAME`].
+pub const DESIGN_ID_SERVICE_NAME: &str = "hispeeddesign.idgen.v1.IdGeneratorService";
+/// The names health reports `SERVING` only while the generator holds a
+/// worker and committed time.
+const ID_SERVICE_NAMES: [&str; 3] = ["", ID_SERVICE_NAME, DESIGN_ID_SERVICE_NAME];
 /// See [`ID_SERVICE_NAME`].
 pub const GRANT_SERVICE_NAME: &str = "grantid.v1.GrantService";
 
@@ -391,7 +398,7 @@ fn authority_sessions(config: &Config) -> Result<(Session, Vec<Session>), Error>
 fn routes<H: tonic_health::pb::health_server::Health>(
     health: tonic_health::pb::health_server::HealthServer<H>,
     tokens: Option<Arc<auth::Tokens>>,
-    ids: ids::IdService,
+    ids: Arc<ids::IdService>,
     grants: grants::GrantForwarder,
 ) -> Result<tonic::transport::server::Router, Error> {
     let reflection_error = |e| runtime_error("cannot build the reflection service", e);
@@ -413,7 +420,11 @@ fn routes<H: tonic_health::pb::health_server::Health>(
         .add_service(InterceptedService::new(reflection_v1, guard.clone()))
         .add_service(InterceptedService::new(reflection_v1alpha, guard.clone()))
         .add_service(InterceptedService::new(
-            IdGeneratorServiceServer::new(ids),
+            IdGeneratorServiceServer::from_arc(Arc::clone(&ids)),
+            guard.clone(),
+        ))
+        .add_service(InterceptedService::new(
+            DesignIdServer::new(ids::DesignIdService(ids)),
             guard.clone(),
         ))
         .add_service(InterceptedService::new(
@@ -465,12 +476,11 @@ pub async fn run(
     });
 
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter
-        .set_service_status("", ServingStatus::NotServing)
-        .await;
-    reporter
-        .set_service_status(ID_SERVICE_NAME, ServingStatus::NotServing)
-        .await;
+    for name in ID_SERVICE_NAMES {
+        reporter
+            .set_service_status(name, ServingStatus::NotServing)
+            .await;
+    }
     // GrantService needs no grant of its own: it serves until the drain.
     reporter
         .set_service_status(GRANT_SERVICE_NAME, ServingStatus::Serving)
@@ -506,7 +516,7 @@ pub async fn run(
                 }
             }
             let _ = stop_tx.send(true);
-            for name in ["", ID_SERVICE_NAME, GRANT_SERVICE_NAME] {
+            for name in ID_SERVICE_NAMES.into_iter().chain([GRANT_SERVICE_NAME]) {
                 reporter
                     .set_service_status(name, ServingStatus::NotServing)
                     .await;
@@ -522,7 +532,7 @@ pub async fn run(
     let router = routes(
         health,
         tokens.clone(),
-        ids::IdService::new(Arc::clone(&state)),
+        Arc::new(ids::IdService::new(Arc::clone(&state))),
         grants::GrantForwarder::new(sessions, grants_refused),
     )?;
     log::info!(
@@ -578,7 +588,8 @@ pub async fn run(
     }
 }
 
-/// The reflection builder with grantid.proto and the health protocol.
+/// The reflection builder with grantid.proto, id_generator.proto and the
+/// health protocol.
 fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(grantid_proto::FILE_DESCRIPTOR_SET)
@@ -666,13 +677,13 @@ async fn watch_health(state: Arc<State>, reporter: HealthReporter, stop: watch::
                 ServingStatus::NotServing
             };
             log::info!(target: "grantid_server", "event=health status={status}");
-            for name in ["", ID_SERVICE_NAME] {
+            for name in ID_SERVICE_NAMES {
                 reporter.set_service_status(name, status).await;
             }
             // A drain that began while SERVING was being written has
             // already written NOT_SERVING; it must stay the last word.
             if *stop.borrow() {
-                for name in ["", ID_SERVICE_NAME] {
+                for name in ID_SERVICE_NAMES {
                     reporter
                         .set_service_status(name, ServingStatus::NotServing)
                         .await;

@@ -27,6 +27,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from grantid.v1 import grantid_pb2 as pb
 from grantid.v1 import grantid_pb2_grpc as rpc
+from hispeeddesign.idgen.v1 import id_generator_pb2 as design_pb
+from hispeeddesign.idgen.v1 import id_generator_pb2_grpc as design_rpc
 
 BIN = os.environ.get("GRANTID_BIN", "target/debug/grantid")
 EPOCH_MS = 1767225600000  # the default layout's epoch, 2026-01-01
@@ -229,6 +231,19 @@ class TlsTest(unittest.TestCase):
         code, _, _ = code_of(lambda: self.server.grants.Init(pb.InitRequest(), metadata=auth))
         self.assertEqual(code, grpc.StatusCode.PERMISSION_DENIED)
 
+    def test_the_design_service_takes_the_same_tokens(self):
+        ids = design_rpc.IdGeneratorServiceStub(self.server.channel)
+        r = ids.GenerateId(design_pb.GenerateIdRequest(),
+                           metadata=[("authorization", f"Bearer {TOKEN}")])
+        self.assertGreater(r.id, 0)
+        for metadata, want in ([(), grpc.StatusCode.UNAUTHENTICATED],
+                               [[("authorization", f"Bearer {TOKEN_OTHER}")],
+                                grpc.StatusCode.PERMISSION_DENIED]):
+            code, _, _ = code_of(
+                lambda: ids.GenerateIdBatch(design_pb.GenerateIdBatchRequest(count=3),
+                                            metadata=metadata))
+            self.assertEqual(code, want)
+
     def test_health_needs_no_token(self):
         self.assertEqual(self.server.status(), health_pb2.HealthCheckResponse.SERVING)
 
@@ -369,6 +384,7 @@ class IdServiceTest(unittest.TestCase):
         ok = health_pb2.HealthCheckResponse.SERVING
         self.assertEqual(self.server.status(""), ok)
         self.assertEqual(self.server.status("grantid.v1.IdGeneratorService"), ok)
+        self.assertEqual(self.server.status("hispeeddesign.idgen.v1.IdGeneratorService"), ok)
         self.assertEqual(self.server.status("grantid.v1.GrantService"), ok)
         code, _, _ = code_of(lambda: self.server.status("no.such.Service"))
         self.assertEqual(code, grpc.StatusCode.NOT_FOUND)
@@ -377,10 +393,41 @@ class IdServiceTest(unittest.TestCase):
         db = ProtoReflectionDescriptorDatabase(self.server.channel)
         services = set(db.get_services())
         for name in ("grantid.v1.IdGeneratorService", "grantid.v1.GrantService",
-                     "grpc.health.v1.Health"):
+                     "hispeeddesign.idgen.v1.IdGeneratorService", "grpc.health.v1.Health"):
             self.assertIn(name, services)
         desc = db.FindFileContainingSymbol("grantid.v1.GenerateIdResponse")
         self.assertEqual(desc.package, "grantid.v1")
+        # The design's own file, as published: its response has its 5 fields.
+        desc = db.FindFileContainingSymbol("hispeeddesign.idgen.v1.GenerateIdResponse")
+        self.assertEqual((desc.package, desc.name),
+                         ("hispeeddesign.idgen.v1", "hispeeddesign/idgen/v1/id_generator.proto"))
+        fields = [f.name for f in desc.message_type[1].field]
+        self.assertEqual(fields, ["id", "id_str", "timestamp_ms", "datacenter_id", "worker_id"])
+
+    def test_the_design_contract_from_its_own_file(self):
+        """A client generated from the service design's id_generator.proto,
+        unchanged: the same generator as grantid.v1's, so IDs from both
+        services never repeat."""
+        ids = design_rpc.IdGeneratorServiceStub(self.server.channel)
+        before = int(time.time() * 1000)
+        r = ids.GenerateId(design_pb.GenerateIdRequest(caller_service="orders"))
+        self.assertGreater(r.id, 0)
+        self.assertEqual(r.id_str, str(r.id))
+        ts, worker = decode(r.id)
+        self.assertEqual(r.timestamp_ms, EPOCH_MS + ts)
+        self.assertLessEqual(before - 100, r.timestamp_ms)
+        self.assertEqual((r.datacenter_id, r.worker_id), (0, worker))
+        b = ids.GenerateIdBatch(design_pb.GenerateIdBatchRequest(count=1000, caller_service="etl"))
+        self.assertEqual(list(b.ids), sorted(set(b.ids)))
+        self.assertEqual(list(b.ids_str), [str(i) for i in b.ids])
+        self.assertEqual(b.epoch_offset_ms, EPOCH_MS)
+        self.assertGreater(b.ids[0], r.id)
+        theirs = self.server.ids.GenerateIdBatch(pb.GenerateIdBatchRequest(count=1000)).ids
+        self.assertEqual(len(set(b.ids) | set(theirs) | {r.id}), 2001)
+        for count in (0, 1001, -1):
+            code, details, _ = code_of(
+                lambda: ids.GenerateIdBatch(design_pb.GenerateIdBatchRequest(count=count)))
+            self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
 
 
 class GrantServiceTest(unittest.TestCase):

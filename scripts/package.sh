@@ -79,11 +79,11 @@ if [ ! -x bindings-node/node_modules/.bin/napi ]; then
   (cd bindings-node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# Every artifact carries every authority: the `etcd` feature on (protoc is
-# needed to build it, never to run it).
+# Every artifact carries every authority: the `etcd` (protoc is needed to
+# build it, never to run it) and `dynamodb` features on.
 . scripts/lib/protoc.sh
 ensure_protoc
-features=(--features etcd)
+features=(--features etcd,dynamodb)
 
 # The targets beyond the host's x86_64 glibc build. zig links each cross
 # build; an aarch64 glibc build names glibc 2.17 (manylinux2014's floor).

@@ -19,11 +19,16 @@
 //!   thread) a runtime of our own cannot block, so the call runs on a
 //!   scoped thread, and a panic there is an `Unavailable` answer.
 
-#[cfg(any(feature = "mysql", feature = "etcd"))]
+#[cfg(any(feature = "mysql", feature = "etcd", feature = "dynamodb"))]
 use std::future::Future;
-#[cfg(any(feature = "mysql", feature = "etcd"))]
+#[cfg(any(feature = "mysql", feature = "etcd", feature = "dynamodb"))]
 use std::pin::Pin;
-#[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd"))]
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd",
+    feature = "dynamodb"
+))]
 use std::time::{Duration, Instant};
 
 use grantid::GrantError;
@@ -49,7 +54,7 @@ impl<C> Drop for Session<C> {
 }
 
 /// A future borrowing a connection (the MySQL and etcd statements).
-#[cfg(any(feature = "mysql", feature = "etcd"))]
+#[cfg(any(feature = "mysql", feature = "etcd", feature = "dynamodb"))]
 pub(crate) type Work<'a, T> = Pin<Box<dyn Future<Output = Result<T, GrantError>> + 'a>>;
 
 /// Per-process connections of type `C`. See the module docs.
@@ -79,7 +84,12 @@ impl<C: Send> Blocking<C> {
     /// no connection yet: `work` makes one and stores it), all within
     /// `timeout` of now. Past it, or on an `Unavailable` answer, the
     /// connection is dropped and the next call reconnects.
-    #[cfg(any(feature = "postgres", feature = "mysql", feature = "etcd"))]
+    #[cfg(any(
+        feature = "postgres",
+        feature = "mysql",
+        feature = "etcd",
+        feature = "dynamodb"
+    ))]
     pub(crate) fn call<T: Send>(
         &self,
         timeout: Duration,

@@ -42,7 +42,8 @@ macro_rules! for_stores {
             feature = "postgres",
             feature = "redis",
             feature = "mysql",
-            feature = "etcd"
+            feature = "etcd",
+            feature = "dynamodb"
         ))]
         $item
     )*};

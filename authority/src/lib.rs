@@ -68,10 +68,11 @@ pub mod answer;
     feature = "postgres",
     feature = "mysql",
     feature = "etcd",
+    feature = "dynamodb",
     feature = "grpc"
 ))]
 mod blocking;
-#[cfg(feature = "etcd")]
+#[cfg(any(feature = "etcd", feature = "dynamodb"))]
 mod cas;
 mod datacenter;
 mod forklocal;
@@ -98,6 +99,8 @@ mod url;
 
 mod engines;
 
+#[cfg(feature = "dynamodb")]
+pub use engines::dynamodb::DynamoAuthority;
 #[cfg(feature = "etcd")]
 pub use engines::etcd::EtcdAuthority;
 #[cfg(feature = "file")]

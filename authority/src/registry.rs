@@ -119,6 +119,19 @@ const ENGINES: &[Engine] = &[
         parts: None,
     },
     Engine {
+        name: "dynamodb",
+        schemes: &["dynamodb"],
+        server: true,
+        needs: "",
+        #[cfg(feature = "dynamodb")]
+        parts: Some((
+            crate::engines::dynamodb::url::parse,
+            crate::engines::dynamodb::open,
+        )),
+        #[cfg(not(feature = "dynamodb"))]
+        parts: None,
+    },
+    Engine {
         name: "grpc",
         schemes: &["grpc", "grpcs"],
         server: true,

@@ -86,6 +86,17 @@ pub enum Target {
     Etcd(Vec<String>),
     /// `etcds://HOST:PORT[,HOST:PORT...]`: the endpoints, over TLS.
     Etcds(Vec<String>, TlsFiles),
+    /// `dynamodb://TABLE[?region=REGION&endpoint=URL]`.
+    Dynamodb {
+        /// The table.
+        table: String,
+        /// The AWS region (`None`: the SDK's, from `AWS_REGION` or the
+        /// profile).
+        region: Option<String>,
+        /// Another endpoint than the region's (a VPC endpoint, an
+        /// emulator).
+        endpoint: Option<String>,
+    },
 }
 
 impl std::fmt::Debug for Target {
@@ -110,6 +121,16 @@ impl std::fmt::Debug for Target {
                 .debug_tuple("Etcds")
                 .field(endpoints)
                 .field(files)
+                .finish(),
+            Target::Dynamodb {
+                table,
+                region,
+                endpoint,
+            } => f
+                .debug_struct("Dynamodb")
+                .field("table", table)
+                .field("region", region)
+                .field("endpoint", endpoint)
                 .finish(),
             _ => f.debug_tuple(name).field(&redact(url)).finish(),
         }
@@ -165,7 +186,8 @@ impl Target {
             | Target::Grpcs(_)
             | Target::Mysql(_)
             | Target::Etcd(_)
-            | Target::Etcds(..) => Scope::Fleet,
+            | Target::Etcds(..)
+            | Target::Dynamodb { .. } => Scope::Fleet,
         }
     }
 }

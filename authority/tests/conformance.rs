@@ -275,7 +275,9 @@ rule_tests!(
         redis => Redis,
         mysql => Mysql,
         #[cfg(feature = "etcd")]
-        etcd => Etcd
+        etcd => Etcd,
+        #[cfg(feature = "dynamodb")]
+        dynamodb => Dynamodb
     ],
     [
         idempotent_retry,

@@ -234,6 +234,12 @@ fn engine(name: &str, url: &str, options: Options, clock: Arc<dyn Clock>) -> Box
                 .unwrap()
                 .with_injected_clock(clock),
         ),
+        #[cfg(feature = "dynamodb")]
+        "dynamodb" => Box::new(
+            grantid_authority::DynamoAuthority::from_url(url, options)
+                .unwrap()
+                .with_injected_clock(clock),
+        ),
         _ => unreachable!("no engine {name}"),
     }
 }
@@ -589,7 +595,15 @@ macro_rules! compared {
 }
 
 // `static` is a keyword: its module is `r#static`, its name "static".
-compared!(file 0, r#static 0, postgres 0, redis 15, mysql 0, #[cfg(feature = "etcd")] etcd 0);
+compared!(
+    file 0,
+    r#static 0,
+    postgres 0,
+    redis 15,
+    mysql 0,
+    #[cfg(feature = "etcd")] etcd 0,
+    #[cfg(feature = "dynamodb")] dynamodb 0
+);
 
 #[test]
 fn every_engine_of_the_table_is_compared() {

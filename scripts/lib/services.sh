@@ -1,5 +1,5 @@
-# Throwaway PostgreSQL, Redis, MariaDB and etcd servers for the tests:
-# sourced, never run.
+# Throwaway PostgreSQL, Redis, MariaDB, etcd and DynamoDB (moto) servers for
+# the tests: sourced, never run.
 #
 # services_start starts a PostgreSQL 15 (initdb + pg_ctl in a temporary
 # directory, trust auth, 127.0.0.1, a free port), a redis-server (no
@@ -19,7 +19,10 @@
 # services_stop stops what services_start started. Both are idempotent.
 # Set GRANTID_SERVICES=none to start nothing (tests needing a server then
 # skip, or fail under GRANTID_REQUIRE_SERVICES=1), or to a comma-separated
-# list (postgres,redis,mariadb,etcd) to start only those.
+# list (postgres,redis,mariadb,etcd,dynamodb) to start only those. DynamoDB
+# is moto's (_services_start_dynamodb): GRANTID_TEST_DYNAMODB_URL names a
+# table on it (tests make tables of their own beside it), with
+# AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION exported.
 
 _services_log() { echo "services: $*"; }
 
@@ -261,13 +264,52 @@ _services_start_etcd() {
     >/dev/null 2>&1 || _services_log "could not declare etcd a new deployment: its first use waits"
 }
 
+# moto, PyPI's implementation of the AWS APIs, in a venv of its own under
+# $GRANTID_TOOLS (once per machine), serving DynamoDB one request at a time
+# (scripts/lib/moto_server.py).
+_services_moto_version=5.2.5
+_services_moto_python() {
+  local venv=$GRANTID_TOOLS/moto-$_services_moto_version
+  if ! "$venv/bin/python" -c 'import moto.server, boto3' >/dev/null 2>&1; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" || return 1
+    "$venv/bin/pip" install -q --disable-pip-version-check "moto[server]==$_services_moto_version" || return 1
+  fi
+  echo "$venv/bin/python"
+}
+
+_services_start_dynamodb() {
+  if [ -n "${_GRANTID_MOTO_PID:-}" ] && kill -0 "$_GRANTID_MOTO_PID" 2>/dev/null; then
+    _services_log "dynamodb (moto) already running at $GRANTID_TEST_DYNAMODB_ENDPOINT"
+    return 0
+  fi
+  local python port i root
+  python=$(_services_moto_python) || return 1
+  port=$(_services_free_port)
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  _GRANTID_MOTO_LOG=$(mktemp /tmp/grantid-moto.XXXXXX)
+  _services_log "starting dynamodb (moto $_services_moto_version) on 127.0.0.1:$port"
+  "$python" "$root/scripts/lib/moto_server.py" 127.0.0.1 "$port" >"$_GRANTID_MOTO_LOG" 2>&1 &
+  _GRANTID_MOTO_PID=$!
+  for i in $(seq 100); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+    sleep 0.1
+  done
+  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null \
+    || { _services_log "moto did not answer:"; tail -5 "$_GRANTID_MOTO_LOG"; return 1; }
+  # moto takes any credentials; the SDK's chain takes these first.
+  export AWS_ACCESS_KEY_ID=grantid-test AWS_SECRET_ACCESS_KEY=grantid-test AWS_REGION=us-east-1
+  export GRANTID_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port" GRANTID_TEST_MOTO_PYTHON=$python
+  export GRANTID_TEST_DYNAMODB_URL="dynamodb://grantid_test?region=us-east-1&endpoint=http://127.0.0.1:$port"
+}
+
 services_start() {
   if [ "${GRANTID_SERVICES:-}" = none ]; then
     _services_log "GRANTID_SERVICES=none: starting nothing"
     return 0
   fi
-  local wanted=,${GRANTID_SERVICES:-postgres,redis,mariadb,etcd}, name
-  for name in postgres redis mariadb etcd; do
+  local wanted=,${GRANTID_SERVICES:-postgres,redis,mariadb,etcd,dynamodb}, name
+  for name in postgres redis mariadb etcd dynamodb; do
     case $wanted in
       *,$name,*) "_services_start_$name" || _services_log "$name unavailable: its tests will skip or fail" ;;
     esac
@@ -277,6 +319,7 @@ services_start() {
   [ -n "${GRANTID_TEST_REDIS_URL:-}" ] && _services_log "GRANTID_TEST_REDIS_URL=$GRANTID_TEST_REDIS_URL"
   [ -n "${GRANTID_TEST_MYSQL_URL:-}" ] && _services_log "GRANTID_TEST_MYSQL_URL=$GRANTID_TEST_MYSQL_URL"
   [ -n "${GRANTID_TEST_ETCD_URL:-}" ] && _services_log "GRANTID_TEST_ETCD_URL=$GRANTID_TEST_ETCD_URL"
+  [ -n "${GRANTID_TEST_DYNAMODB_URL:-}" ] && _services_log "GRANTID_TEST_DYNAMODB_URL=$GRANTID_TEST_DYNAMODB_URL"
   return 0
 }
 
@@ -317,6 +360,13 @@ services_stop() {
     rm -rf "$_GRANTID_ETCD_DIR"
     _GRANTID_ETCD_DIR=
     unset GRANTID_TEST_ETCD_URL
+  fi
+  if [ -n "${_GRANTID_MOTO_PID:-}" ]; then
+    _services_log "stopping dynamodb (moto, pid $_GRANTID_MOTO_PID)"
+    kill -9 "$_GRANTID_MOTO_PID" 2>/dev/null || true
+    rm -f "$_GRANTID_MOTO_LOG"
+    _GRANTID_MOTO_PID=
+    unset GRANTID_TEST_DYNAMODB_URL GRANTID_TEST_DYNAMODB_ENDPOINT
   fi
   return 0
 }

@@ -4,6 +4,8 @@
 //! `protocol.rs`, the local files' `lockfile.rs` and `sidecar.rs`); the
 //! registry (`registry.rs`) is the one module that knows them all.
 
+#[cfg(feature = "dynamodb")]
+pub(crate) mod dynamodb;
 #[cfg(feature = "etcd")]
 pub(crate) mod etcd;
 #[cfg(feature = "file")]

@@ -66,6 +66,13 @@ pub fn etcd_url() -> Option<String> {
     declared("GRANTID_TEST_ETCD_URL")
 }
 
+/// The endpoint of the test DynamoDB (moto, GRANTID_TEST_DYNAMODB_ENDPOINT);
+/// tests make tables of their own on it.
+#[cfg(feature = "dynamodb")]
+pub fn dynamodb_endpoint() -> Option<String> {
+    service("GRANTID_TEST_DYNAMODB_ENDPOINT")
+}
+
 /// Runs `sql` on the MySQL server of `url` (`mysql://USER@HOST:PORT/DB`)
 /// with the `mariadb` command-line client (which the server's package
 /// brings); returns its tab-separated output, without column names.
@@ -177,6 +184,8 @@ pub enum Kind {
     Mysql,
     #[cfg(feature = "etcd")]
     Etcd,
+    #[cfg(feature = "dynamodb")]
+    Dynamodb,
 }
 
 /// A source of `kind` whose authority time is `clock`, with `grace_ms` of
@@ -242,6 +251,15 @@ pub fn source(kind: Kind, clock: Arc<dyn Clock>, grace_ms: u64) -> Option<Box<dy
             grantid_authority::EtcdAuthority::from_url(&etcd_url()?, unbounded)
                 .unwrap()
                 .with_injected_clock(clock),
+        ),
+        #[cfg(feature = "dynamodb")]
+        Kind::Dynamodb => Box::new(
+            grantid_authority::DynamoAuthority::from_url(
+                &stores::store("dynamodb", "rule", 0)?.url,
+                unbounded,
+            )
+            .unwrap()
+            .with_injected_clock(clock),
         ),
     })
 }

@@ -1,6 +1,7 @@
 //! Stores of one test's own: a state file, a PostgreSQL and a MariaDB
-//! database, a Redis database index, a throwaway etcd, each declared a new
-//! deployment and removed at the end. A fence or a quarantine holds a
+//! database, a Redis database index, a throwaway etcd, a table on the test
+//! DynamoDB (moto), each declared a new deployment and removed at the end
+//! (a table stays until moto stops). A fence or a quarantine holds a
 //! whole store, so a test that starts one must not share its store.
 
 use grantid_authority::open;
@@ -147,6 +148,17 @@ pub fn store(name: &str, tag: &str, redis_db: u8) -> Option<Store> {
         }
         #[cfg(not(feature = "etcd"))]
         "etcd" => return None,
+        #[cfg(feature = "dynamodb")]
+        "dynamodb" => Store {
+            name: "dynamodb",
+            url: format!(
+                "dynamodb://{db}?region=us-east-1&endpoint={}",
+                super::dynamodb_endpoint()?
+            ),
+            _guard: None,
+        },
+        #[cfg(not(feature = "dynamodb"))]
+        "dynamodb" => return None,
         other => panic!(
             "engine {other:?} of the registry's table has no test store: add one to \
              authority/tests/common/stores.rs"

@@ -74,18 +74,25 @@ pub(crate) trait Store {
     ) -> Result<bool, GrantError>;
 }
 
-/// One read, decision and write of the rule on `store` at `now_ms`; a
-/// state loss the read shows quarantines the store for `hold_ms` first,
-/// and the rule answers over that quarantine with nothing read from the
-/// store that showed the loss (another layout is still `Refused` first).
+/// One read, decision and write of the rule on `store`, at the authority
+/// time `now_ms()` tells when the read has returned; a state loss the read
+/// shows quarantines the store for `hold_ms` from then, and the rule
+/// answers over that quarantine with nothing read from the store that
+/// showed the loss (another layout is still `Refused` first).
+///
+/// The time is read after the read, never before: a read that waited
+/// (connecting, retried) saw the store as it is when it returned, and a
+/// quarantine counted from before the wait could end before grants that
+/// other hosts made meanwhile, and the loss took.
 pub(crate) async fn attempt<S: Store>(
     store: &mut S,
     request: &GrantRequest,
     policy: &Policy,
     hold_ms: u64,
-    now_ms: u64,
+    now_ms: impl Fn() -> u64,
 ) -> Result<Step, GrantError> {
     let seen = store.read(request).await?;
+    let now_ms = now_ms();
     let now = request.layout.tick_at(now_ms);
     if let Some(reason) = seen.loss {
         if !store
@@ -158,5 +165,101 @@ pub(crate) async fn attempt<S: Store>(
                 Ok(Step::Again)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use grantid::Layout;
+
+    use super::*;
+
+    /// A store that shows a loss, and whose read takes `wait_ms` of the
+    /// clock (a connection retried).
+    struct Slow<'a> {
+        clock: &'a Cell<u64>,
+        wait_ms: u64,
+        quarantined: Option<(u64, u64)>,
+    }
+
+    impl Store for Slow<'_> {
+        type At = ();
+
+        async fn read(&mut self, _: &GrantRequest) -> Result<Seen<()>, GrantError> {
+            self.clock.set(self.clock.get() + self.wait_ms);
+            Ok(Seen {
+                registered: None,
+                workers: Workers::default(),
+                answer: None,
+                quarantine: None,
+                loss: Some("no store record".into()),
+                at: (),
+            })
+        }
+
+        async fn quarantine(
+            &mut self,
+            _: &(),
+            now_ms: u64,
+            hold_ms: u64,
+            _: String,
+        ) -> Result<bool, GrantError> {
+            self.quarantined = Some((now_ms, hold_ms));
+            Ok(true)
+        }
+
+        async fn put_namespace(&mut self, _: &(), _: &Registered) -> Result<bool, GrantError> {
+            Ok(true)
+        }
+
+        async fn put_grant(
+            &mut self,
+            _: &(),
+            _: &GrantRequest,
+            _: &Grant,
+            _: &grantid::WorkerRecord,
+            _: Option<&Registered>,
+        ) -> Result<bool, GrantError> {
+            Ok(true)
+        }
+    }
+
+    /// A loss quarantines from when the read that showed it returned, not
+    /// from before it was sent.
+    #[test]
+    fn a_loss_is_quarantined_from_the_end_of_the_read() {
+        let clock = Cell::new(1_000_000);
+        let mut store = Slow {
+            clock: &clock,
+            wait_ms: 2_500,
+            quarantined: None,
+        };
+        let request = GrantRequest {
+            namespace: "ns".into(),
+            incarnation: 1,
+            request_id: 1,
+            worker: Some(0),
+            not_before: 0,
+            now: 0,
+            duration: 1_000,
+            layout: Layout::default(),
+        };
+        let policy = Policy {
+            lease_grace: 0,
+            max_lead_ms: Some(7_000),
+            clock_skew_ms: 1_000,
+            only_worker: None,
+        };
+        let step = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(attempt(&mut store, &request, &policy, 8_000, || {
+                clock.get()
+            }))
+            .unwrap();
+        assert!(matches!(step, Step::Answer(Err(GrantError::Lost(_)))));
+        assert_eq!(store.quarantined, Some((1_002_500, 8_000)));
     }
 }

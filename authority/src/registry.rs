@@ -321,6 +321,7 @@ mod tests {
                     "file" => "file:/x".to_owned(),
                     "static" => "static:1".to_owned(),
                     "etcd" | "grpc" => format!("{shown}h:1"),
+                    "dynamodb" => format!("{shown}ids"),
                     _ => format!("{shown}u@h/db"),
                 };
                 let Some((grammar, _)) = engine.parts else {

@@ -415,16 +415,31 @@ async fn identity(client: &Client, table: &str) -> Result<String, GrantError> {
     let t = out
         .table()
         .ok_or_else(|| unavailable("malformed answer", "DescribeTable without a table"))?;
-    match (t.table_arn(), t.creation_date_time()) {
-        (Some(arn), Some(created)) => Ok(format!(
-            "{arn} created {}",
-            created.to_millis().unwrap_or_default()
-        )),
-        _ => Err(unavailable(
+    identity_of(t).ok_or_else(|| {
+        unavailable(
             "malformed answer",
             "DescribeTable without the table's ARN and creation time",
-        )),
+        )
+    })
+}
+
+/// A table's identity: its ARN, its `TableId` when the service gives one,
+/// its creation time, and for a restored table the backup or table it was
+/// restored from and when.
+fn identity_of(t: &aws_sdk_dynamodb::types::TableDescription) -> Option<String> {
+    let ms = |d: &aws_sdk_dynamodb::primitives::DateTime| d.to_millis().unwrap_or_default();
+    let mut id = format!("{} created {}", t.table_arn()?, ms(t.creation_date_time()?));
+    if let Some(table_id) = t.table_id() {
+        id = format!("{id} id {table_id}");
     }
+    if let Some(r) = t.restore_summary() {
+        let from = r
+            .source_backup_arn()
+            .or(r.source_table_arn())
+            .unwrap_or("?");
+        id = format!("{id} restored from {from} at {}", ms(r.restore_date_time()));
+    }
+    Some(id)
 }
 
 /// Reads the items at `keys` in one serializable `TransactGetItems`.
@@ -965,7 +980,7 @@ impl GrantSource for DynamoAuthority {
                 let policy = ctx.policy(&request.layout);
                 loop {
                     let mut calls = Calls { client, place };
-                    let now_ms = ctx.now_ms();
+                    let now_ms = || ctx.now_ms();
                     match cas::attempt(&mut calls, &request, &policy, ctx.hold_ms(), now_ms).await?
                     {
                         Step::Answer(a) => return Ok(a),
@@ -1056,10 +1071,7 @@ async fn describe(client: &Client, table: &str) -> Result<Option<Described>, Gra
         status: t
             .table_status()
             .map_or_else(|| "UNKNOWN".to_owned(), |s| s.as_str().to_owned()),
-        identity: match (t.table_arn(), t.creation_date_time()) {
-            (Some(arn), Some(c)) => format!("{arn} created {}", c.to_millis().unwrap_or_default()),
-            _ => String::new(),
-        },
+        identity: identity_of(t).unwrap_or_default(),
         billing: t
             .billing_mode_summary()
             .and_then(|b| b.billing_mode())

@@ -886,7 +886,7 @@ impl GrantSource for EtcdAuthority {
                         ctx: &ctx,
                         client: c,
                     };
-                    let now_ms = ctx.now_ms();
+                    let now_ms = || ctx.now_ms();
                     match cas::attempt(&mut txns, &request, &policy, ctx.hold_ms(), now_ms).await? {
                         Step::Answer(a) => return Ok(a),
                         Step::Again => tokio::time::sleep(RETRY_PAUSE).await,

@@ -6,7 +6,7 @@
 # restarted empty or stale); no ID of a namespace may repeat. The seed comes
 # from the commit, so a run is repeatable and each commit explores new cases;
 # a failing case prints the command that replays it. It starts its own
-# PostgreSQL and Redis servers, and uses the tier's MariaDB and etcd.
+# PostgreSQL and Redis servers, and uses the tier's MariaDB, etcd and DynamoDB.
 [ -x "$GRANTID_BUILD/deploy-fuzz" ] && [ -x "$GRANTID_BUILD/grantid" ] \
   || cargo build -q --workspace --bins $GRANTID_FEATURES --locked
 seed=$((16#$(git -C "$GRANTID_ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo 1)))

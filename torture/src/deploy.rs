@@ -54,8 +54,13 @@ pub enum Engine {
     Redis,
     Mysql,
     Etcd,
+    /// A table of its own per case on the test DynamoDB (moto).
+    Dynamodb,
     GrpcFile,
     GrpcRedis,
+    /// `grantid serve` on the case's DynamoDB table (the service design's
+    /// deployment).
+    GrpcDynamodb,
     /// Two `grantid serve` on two hosts (a home directory each) without
     /// `--authority`.
     GrpcDefault,
@@ -64,15 +69,17 @@ pub enum Engine {
 }
 
 impl Engine {
-    const ALL: [Engine; 10] = [
+    const ALL: [Engine; 12] = [
         Engine::File,
         Engine::Static,
         Engine::Postgres,
         Engine::Redis,
         Engine::Mysql,
         Engine::Etcd,
+        Engine::Dynamodb,
         Engine::GrpcFile,
         Engine::GrpcRedis,
+        Engine::GrpcDynamodb,
         Engine::GrpcDefault,
         Engine::GrpcStatic,
     ];
@@ -85,8 +92,10 @@ impl Engine {
             Engine::Redis => "redis",
             Engine::Mysql => "mysql",
             Engine::Etcd => "etcd",
+            Engine::Dynamodb => "dynamodb",
             Engine::GrpcFile => "grpc-file",
             Engine::GrpcRedis => "grpc-redis",
+            Engine::GrpcDynamodb => "grpc-dynamodb",
             Engine::GrpcDefault => "grpc-default",
             Engine::GrpcStatic => "grpc-static",
         }
@@ -95,7 +104,11 @@ impl Engine {
     fn is_grpc(self) -> bool {
         matches!(
             self,
-            Engine::GrpcFile | Engine::GrpcRedis | Engine::GrpcDefault | Engine::GrpcStatic
+            Engine::GrpcFile
+                | Engine::GrpcRedis
+                | Engine::GrpcDynamodb
+                | Engine::GrpcDefault
+                | Engine::GrpcStatic
         )
     }
 
@@ -180,7 +193,7 @@ impl Focus {
 pub const HELP: &str = "deploy-fuzz: draws deployments, runs them with faults, and checks that no ID repeats
 
 Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
-                   [--grantid PATH] [--engines file,static,postgres,redis,mysql,etcd,grpc-file,grpc-redis]
+                   [--grantid PATH] [--engines file,static,postgres,redis,mysql,etcd,dynamodb,grpc-file,...]
 
   --seed S        the first case's seed (default: random); case i runs seed S+i,
                   and `--seed S --cases 1` replays one case
@@ -189,8 +202,9 @@ Usage: deploy-fuzz [--seed S] [--cases N] [--duration-s S] [--case-ms MS]
   --case-ms MS    how long each case's processes run (default 4000)
   --grantid PATH  the grantid binary (default: beside this one)
   --keep          keep every case's files (a failing case's are always kept)
-  --engines LIST  the engines to draw (default: all; mysql and etcd need
-                  GRANTID_TEST_MYSQL_URL and GRANTID_TEST_ETCD_URL, grpc needs
+  --engines LIST  the engines to draw (default: all; mysql, etcd and dynamodb
+                  need GRANTID_TEST_MYSQL_URL, GRANTID_TEST_ETCD_URL and
+                  GRANTID_TEST_DYNAMODB_ENDPOINT, grpc needs
                   the binary's etcd-free serve)
   --focus DIM     draw every case around one dimension: `split` (a datacenter
                   split, a recent epoch, and the split's per-datacenter part
@@ -401,6 +415,8 @@ struct Shared {
     pg: Option<PgServer>,
     mysql: Option<String>,
     etcd: Option<String>,
+    /// The test DynamoDB's endpoint (GRANTID_TEST_DYNAMODB_ENDPOINT).
+    dynamodb: Option<String>,
 }
 
 /// Runs cases until `config.cases` or `config.duration`.
@@ -413,6 +429,7 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
         pg: None,
         mysql: env("GRANTID_TEST_MYSQL_URL"),
         etcd: env("GRANTID_TEST_ETCD_URL"),
+        dynamodb: env("GRANTID_TEST_DYNAMODB_ENDPOINT"),
     };
     if engines.contains(&Engine::Postgres) {
         // With TLS on beside plain text, so processes draw how they reach
@@ -437,6 +454,9 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzOutcome, String> {
     }
     if shared.etcd.is_none() {
         engines.retain(|e| *e != Engine::Etcd);
+    }
+    if shared.dynamodb.is_none() {
+        engines.retain(|e| !matches!(e, Engine::Dynamodb | Engine::GrpcDynamodb));
     }
     if engines.is_empty() {
         return Err("no engine to draw from".into());
@@ -564,6 +584,8 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
             Engine::Redis | Engine::GrpcRedis => "redis://127.0.0.1:REDIS_PORT/".to_owned(),
             Engine::Mysql => shared.mysql.clone().unwrap_or_default(),
             Engine::Etcd => shared.etcd.clone().unwrap_or_default(),
+            // The case's table (declared when the case starts).
+            Engine::Dynamodb | Engine::GrpcDynamodb => dynamodb_url(shared, seed),
             // No --authority: the server's default.
             Engine::GrpcDefault => String::new(),
             Engine::GrpcStatic => format!("static:{}", rng.u8(..2)),
@@ -734,7 +756,12 @@ fn draw(seed: u64, engines: &[Engine], dir: &Path, shared: &Shared, focus: Optio
                 &[Fault::Backup, Fault::RedisEmpty, Fault::RedisStale]
             }
             Engine::Postgres => &[Fault::PgCrash],
-            Engine::Mysql | Engine::Etcd | Engine::GrpcDefault | Engine::GrpcStatic => &[],
+            Engine::Mysql
+            | Engine::Etcd
+            | Engine::Dynamodb
+            | Engine::GrpcDynamodb
+            | Engine::GrpcDefault
+            | Engine::GrpcStatic => &[],
         };
         let fault = match rng.u8(..10) {
             n if n < 5 && tls_focus && tls.is_some() => match rng.u8(..3) {
@@ -971,6 +998,16 @@ const EPOCH_MS: &str = "EPOCH_MS";
 
 /// `grantid authority init --new-deployment URL`: a store that never
 /// issued an ID starts without a quarantine.
+/// The URL of case `seed`'s own table on the test DynamoDB.
+fn dynamodb_url(shared: &Shared, seed: u64) -> String {
+    shared
+        .dynamodb
+        .as_ref()
+        .map_or_else(String::new, |endpoint| {
+            format!("dynamodb://grantid_fuzz_{seed:016x}?region=us-east-1&endpoint={endpoint}")
+        })
+}
+
 fn declare_new(config: &FuzzConfig, url: &str) -> Result<(), String> {
     let out = Command::new(&config.grantid)
         .args(["authority", "init", "--new-deployment", url])
@@ -1455,6 +1492,10 @@ fn run_case(
     if let Some(url) = &redis_url {
         // A new server never issued an ID: declared so, as the runbook says.
         declare_new(config, url)?;
+    }
+    if matches!(case.engine, Engine::Dynamodb | Engine::GrpcDynamodb) {
+        // The case's table, created and declared new.
+        declare_new(config, &dynamodb_url(shared, case.seed))?;
     }
     // TLS, mTLS and tokens (grpc engines over TLS).
     let tls_dir = dir.join("tls");

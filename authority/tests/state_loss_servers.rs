@@ -777,88 +777,8 @@ fn postgres_restored_from_a_base_backup() {
 
 // ---------------------------------------------------------------- DynamoDB
 
-/// A moto server of the test's own (scripts/lib/moto_server.py, one request
-/// at a time), its tables in memory.
 #[cfg(feature = "dynamodb")]
-struct Moto {
-    python: String,
-    port: u16,
-    child: Option<Child>,
-}
-
-#[cfg(feature = "dynamodb")]
-impl Moto {
-    /// `None` without moto (GRANTID_TEST_MOTO_PYTHON, which
-    /// scripts/lib/services.sh sets).
-    fn start(port: u16) -> Option<Moto> {
-        let Ok(python) = std::env::var("GRANTID_TEST_MOTO_PYTHON") else {
-            missing("GRANTID_TEST_MOTO_PYTHON is not set (no moto)")?;
-            return None;
-        };
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/lib/moto_server.py");
-        let child = Command::new(&python)
-            .args([script, "127.0.0.1", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "moto did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Some(Moto {
-            python,
-            port,
-            child: Some(child),
-        })
-    }
-
-    fn url(&self, table: &str) -> String {
-        format!(
-            "dynamodb://{table}?region=us-east-1&endpoint=http://127.0.0.1:{}&{}",
-            self.port,
-            options()
-        )
-    }
-
-    /// Runs `code` with `ddb`, a boto3 client of this server.
-    fn boto3(&self, code: &str) -> String {
-        let script = format!(
-            "import boto3\nddb = boto3.client('dynamodb', region_name='us-east-1', \
-             endpoint_url='http://127.0.0.1:{}')\n{code}",
-            self.port
-        );
-        let out = Command::new(&self.python)
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "boto3: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    /// SIGKILL, then a new, empty server on the same port.
-    fn kill_and_restart(mut self) -> Moto {
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-        Moto::start(self.port).unwrap()
-    }
-}
-
-#[cfg(feature = "dynamodb")]
-impl Drop for Moto {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+use common::moto::Moto;
 
 /// DynamoDB's server restarted empty (every table gone) mid-run, and the
 /// table made again by `grantid authority init`: no store record, so the
@@ -871,7 +791,7 @@ fn dynamodb_restarted_empty_never_repeats_an_id() {
     let Some(server) = Moto::start(common::free_port()) else {
         return;
     };
-    let url = server.url("grantid_loss");
+    let url = format!("{}&{}", server.url("grantid_loss"), options());
     open(&url).unwrap().init_new_deployment().unwrap();
     let ns = common::namespace("moto-empty");
     let a = churn(&url, &ns, || {});
@@ -907,7 +827,7 @@ fn dynamodb_restored_from_a_backup_never_repeats_an_id() {
         return;
     };
     let table = "grantid_restore";
-    let url = server.url(table);
+    let url = format!("{}&{}", server.url(table), options());
     open(&url).unwrap().init_new_deployment().unwrap();
     let ns = common::namespace("moto-backup");
     let mut backup = String::new();

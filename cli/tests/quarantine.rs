@@ -114,6 +114,16 @@ fn etcd() {
     }
 }
 
+#[cfg(feature = "dynamodb")]
+#[test]
+fn dynamodb() {
+    if let Some(url) = service_url("GRANTID_TEST_DYNAMODB_URL") {
+        let url = url.replace("grantid_test", "grantid_lift");
+        stdout_of(&["authority", "init", "--new-deployment", &url]);
+        fence_and_lift(&url);
+    }
+}
+
 /// Through a server the store is not reachable: the command says where to
 /// lift it.
 #[test]

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use grantid::{Clock, Grant, GrantRequest, GrantSource, Layout};
 use grantid_authority::{FileAuthority, MysqlAuthority, Options, PgAuthority, RedisAuthority};
 
+#[cfg(feature = "dynamodb")]
+pub mod moto;
 pub mod stores;
 
 /// A server URL from the environment, or `None` (with a note) when the test

@@ -430,6 +430,36 @@ class IdServiceTest(unittest.TestCase):
             self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT, details)
 
 
+@unittest.skipUnless(os.environ.get("GRANTID_TEST_DYNAMODB_URL")
+                     or os.environ.get("GRANTID_REQUIRE_SERVICES") == "1",
+                     "no DynamoDB (GRANTID_TEST_DYNAMODB_URL)")
+class DesignOnDynamodbTest(unittest.TestCase):
+    """The service design's deployment: its own client (id_generator.proto)
+    against `grantid serve` on a DynamoDB table (moto), two servers."""
+
+    def test_two_servers_on_one_table_never_repeat_an_id(self):
+        url = os.environ["GRANTID_TEST_DYNAMODB_URL"].replace(
+            "grantid_test", f"grantid_design_{os.getpid()}")
+        subprocess.run([BIN, "authority", "init", "--new-deployment", url], check=True,
+                       capture_output=True)
+        servers = [Server(authority=url), Server(authority=url)]
+        try:
+            seen = set()
+            for server in servers:
+                ids = design_rpc.IdGeneratorServiceStub(server.channel)
+                for _ in range(5):
+                    b = ids.GenerateIdBatch(design_pb.GenerateIdBatchRequest(count=1000))
+                    seen.update(b.ids)
+                r = ids.GenerateId(design_pb.GenerateIdRequest(caller_service="orders"))
+                seen.add(r.id)
+            self.assertEqual(len(seen), 2 * 5001)
+            workers = {decode(i)[1] for i in seen}
+            self.assertEqual(len(workers), 2, workers)
+        finally:
+            for server in servers:
+                assert server.stop() == 0
+
+
 class GrantServiceTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

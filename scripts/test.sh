@@ -98,6 +98,9 @@ for tier in "${tiers[@]}"; do
       result="FAILED ($rc)"
     fi
     echo "=== $tier/$name: $result in ${took}s"
+    # A build that dies for want of disk says little of it (rustc exits
+    # 101): a failed step shows what was left.
+    [ $rc -eq 0 ] || df -h "$CARGO_TARGET_DIR" /tmp 2>/dev/null | sed 's/^/    disk: /'
     summary+=("$(printf '%-8s %-18s %5ss  %s' "$tier" "$name" "$took" "$result")")
     [ $rc -eq 0 ] || failed=1
   done
@@ -105,7 +108,7 @@ done
 echo
 echo "=== summary ($(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
 printf '%s\n' "${summary[@]}"
-echo "total: $(($(date +%s) - started))s, tiers: ${tiers[*]}"
+echo "total: $(($(date +%s) - started))s, tiers: ${tiers[*]}; disk left: $(df -h --output=avail "$CARGO_TARGET_DIR" 2>/dev/null | tail -n 1 | tr -d ' '), target: $(du -sh "$CARGO_TARGET_DIR" 2>/dev/null | cut -f1)"
 if [ $failed -ne 0 ]; then
   echo "FAILED"
   exit 1

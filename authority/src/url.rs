@@ -50,6 +50,7 @@ pub(crate) const GRANTID_OPTIONS: &[&str] = &[
     "max_lead_ms",
     "clock_skew_ms",
     "datacenter",
+    "datacenter_by_region",
 ];
 
 /// grantid's TLS options (PEM files: the CA, the client certificate and
@@ -466,14 +467,75 @@ pub(crate) fn apply_option(
             options.max_lead_ms = max_lead_ms(number()?).map_err(|e| invalid(url, e))?
         }
         "clock_skew_ms" => options.clock_skew_ms = number()?,
+        "datacenter" | "datacenter_by_region" if options.datacenter.is_some() => {
+            return Err(invalid(
+                url,
+                "the datacenter is given twice: give one datacenter= or datacenter_by_region=",
+            ));
+        }
         "datacenter" => {
             let n = u32::try_from(number()?)
                 .map_err(|_| invalid(url, format!("datacenter={value} does not fit in 32 bits")))?;
             options.datacenter = Some(n);
         }
+        "datacenter_by_region" => {
+            let region = std::env::var(REGION_VARIABLE).unwrap_or_default();
+            options.datacenter =
+                Some(datacenter_of_region(value, &region).map_err(|e| invalid(url, e))?);
+        }
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// The environment variable `datacenter_by_region` reads the region from,
+/// as the AWS SDKs do.
+pub const REGION_VARIABLE: &str = "AWS_REGION";
+
+/// The datacenter `map` (`datacenter_by_region`'s value:
+/// `REGION:N[,REGION:N...]`) gives `region`.
+pub fn datacenter_of_region(map: &str, region: &str) -> Result<u32, String> {
+    let mut regions: Vec<(&str, u32)> = Vec::new();
+    for pair in map.split(',') {
+        let parsed = pair
+            .split_once(':')
+            .filter(|(r, _)| !r.is_empty())
+            .and_then(|(r, n)| Some((r, n.parse::<u32>().ok()?)));
+        let Some((r, n)) = parsed else {
+            return Err(format!(
+                "datacenter_by_region: {pair:?} is not REGION:N (us-east-1:1,eu-west-1:2)"
+            ));
+        };
+        if regions.iter().any(|(seen, _)| *seen == r) {
+            return Err(format!("datacenter_by_region: region {r} is listed twice"));
+        }
+        if let Some((other, _)) = regions.iter().find(|(_, m)| *m == n) {
+            return Err(format!(
+                "datacenter_by_region: regions {other} and {r} are both datacenter {n}"
+            ));
+        }
+        regions.push((r, n));
+    }
+    if region.is_empty() {
+        return Err(format!(
+            "datacenter_by_region: {REGION_VARIABLE} is not set: set it to this host's region"
+        ));
+    }
+    regions
+        .iter()
+        .find(|(r, _)| *r == region)
+        .map(|(_, n)| *n)
+        .ok_or_else(|| {
+            format!(
+                "datacenter_by_region: {REGION_VARIABLE}={region} is not in the map ({}): \
+                 add {region}:N",
+                regions
+                    .iter()
+                    .map(|(r, _)| *r)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
 }
 
 /// `ms` as a `max_lead_ms`, wherever it comes from (a URL, a binding's
@@ -531,5 +593,42 @@ mod tests {
         assert_eq!(trailing_ordinal("12"), Some(12));
         assert_eq!(trailing_ordinal("web"), None);
         assert_eq!(trailing_ordinal("web-99999999999"), None);
+    }
+}
+
+#[cfg(test)]
+mod region_tests {
+    use super::datacenter_of_region;
+
+    #[test]
+    fn the_region_picks_its_datacenter() {
+        let map = "us-east-1:1,eu-west-1:2,ap-south-1:0";
+        assert_eq!(datacenter_of_region(map, "us-east-1"), Ok(1));
+        assert_eq!(datacenter_of_region(map, "ap-south-1"), Ok(0));
+        let e = datacenter_of_region(map, "us-west-2").unwrap_err();
+        assert!(
+            e.contains("AWS_REGION=us-west-2 is not in the map (us-east-1, eu-west-1, ap-south-1)"),
+            "{e}"
+        );
+        assert!(
+            datacenter_of_region(map, "")
+                .unwrap_err()
+                .contains("AWS_REGION is not set")
+        );
+    }
+
+    #[test]
+    fn a_map_that_could_give_two_regions_one_datacenter_is_refused() {
+        for (map, says) in [
+            ("us-east-1:1,us-west-2:1", "both datacenter 1"),
+            ("us-east-1:1,us-east-1:2", "listed twice"),
+            ("us-east-1", "not REGION:N"),
+            ("us-east-1:x", "not REGION:N"),
+            (":1", "not REGION:N"),
+            ("", "not REGION:N"),
+        ] {
+            let e = datacenter_of_region(map, "us-east-1").unwrap_err();
+            assert!(e.contains(says), "{map}: {e}");
+        }
     }
 }

@@ -151,7 +151,7 @@ fn sample(option: &str) -> String {
     let (ca, cert, key) = pem_files();
     if option == "datacenter_by_region" {
         // The region this process runs in (the tiers set AWS_REGION).
-        let region = std::env::var("AWS_REGION").unwrap_or_default();
+        let region = std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into());
         return format!("{region}:1,zz-test-9:2");
     }
     match option {

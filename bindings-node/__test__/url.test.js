@@ -75,3 +75,23 @@ test('a PostgreSQL authority URL', { skip: !pgUrl && !required && 'GRANTID_TEST_
     b.close()
   }
 })
+
+// dynamodb:// from Node: a table of the test's own on the throwaway
+// DynamoDB (moto), made and declared new by the command.
+const ddbUrl = process.env.GRANTID_TEST_DYNAMODB_URL
+test('a dynamodb URL gives two generators two workers', { skip: !ddbUrl && process.env.GRANTID_REQUIRE_SERVICES !== '1' && 'GRANTID_TEST_DYNAMODB_URL is not set' }, async () => {
+  assert.ok(ddbUrl, 'GRANTID_TEST_DYNAMODB_URL must be set when GRANTID_REQUIRE_SERVICES=1')
+  const url = ddbUrl.replace('grantid_test', `grantid_node_${process.pid}`)
+  const bin = process.env.GRANTID_BIN || path.join(__dirname, '..', '..', 'target', 'debug', 'grantid')
+  require('node:child_process').execFileSync(bin, ['authority', 'init', '--new-deployment', url])
+  const a = await Generator.start({ grantSource: url, namespace: 'ddb-v1' })
+  const b = await Generator.start({ grantSource: url, namespace: 'ddb-v1' })
+  try {
+    assert.notEqual(a.stats().worker, b.stats().worker)
+    const ids = [...a.nextIds(1000), ...b.nextIds(1000)]
+    assert.equal(new Set(ids).size, 2000)
+  } finally {
+    a.close()
+    b.close()
+  }
+})

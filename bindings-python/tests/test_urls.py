@@ -105,3 +105,18 @@ def test_redis_url_and_helper_share_the_rule() -> None:
     helper = authorities.redis(redis.Redis.from_url(url))
     with grantid.Generator(url, namespace=ns) as a, grantid.Generator(helper, namespace=ns) as b:
         check_pair(a, b)
+
+
+def test_a_dynamodb_url_gives_two_generators_two_workers() -> None:
+    """dynamodb:// from Python: a table of the test's own, made and
+    declared new by the command (`grantid authority init`)."""
+    import subprocess
+
+    from test_grpc_authority import grantid_bin
+
+    url = service_url("DYNAMODB").replace("grantid_test", "grantid_py_" + uuid.uuid4().hex[:8])
+    subprocess.run([grantid_bin(), "authority", "init", "--new-deployment", url],
+                   check=True, capture_output=True)
+    ns = fresh_namespace()
+    with grantid.Generator(url, namespace=ns) as a, grantid.Generator(url, namespace=ns) as b:
+        check_pair(a, b)

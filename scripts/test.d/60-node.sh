@@ -9,7 +9,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   exit 1
 fi
 npm_ci .
-CARGO="$GRANTID_ROOT/scripts/lib/napi-cargo.sh" npx napi build --platform --features etcd
+CARGO="$GRANTID_ROOT/scripts/lib/napi-cargo.sh" npx napi build --platform --features etcd,dynamodb
 # node --test runs every *.test.js / *.test.mjs under __test__/.
 node --test --test-reporter=spec __test__/
 # The committed declarations and loader must match what the build generates.

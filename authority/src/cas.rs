@@ -6,8 +6,47 @@
 //! store's engine reads and writes; this module decides, so the loop is
 //! written once for every such store.
 
+use std::sync::Arc;
+
 use grantid::rule::{self, Decision, Policy, Quarantine, Registered, View, Workers};
-use grantid::{Grant, GrantError, GrantRequest};
+use grantid::{Clock, Grant, GrantError, GrantRequest, Layout};
+
+use crate::url::Options;
+
+/// The authority time of a store without a clock of its own: this host's,
+/// or `clock` (tests, fault injection).
+pub(crate) fn now_ms(clock: Option<&Arc<dyn Clock>>) -> u64 {
+    match clock {
+        Some(c) => c.now_ms(),
+        None => grantid::SystemClock.now_ms(),
+    }
+}
+
+/// How long a loss quarantines: `max_lead_ms + clock_skew_ms`.
+pub(crate) fn hold_ms(options: &Options) -> u64 {
+    options.max_lead_ms.saturating_add(options.clock_skew_ms)
+}
+
+/// The rule's policy for a layout `l` under the URL's `options`.
+pub(crate) fn policy(options: &Options, l: &Layout) -> Policy {
+    Policy {
+        lease_grace: options.lease_grace_ms.div_ceil(l.tick_ms()),
+        max_lead_ms: Some(options.max_lead_ms),
+        clock_skew_ms: options.clock_skew_ms,
+        only_worker: None,
+    }
+}
+
+/// A store record's quarantine after one more, from `now_ms` for `hold_ms`,
+/// over `old` (count, until, since): counted, never shortened.
+pub(crate) fn extended(old: Option<(u64, u64, u64)>, now_ms: u64, hold_ms: u64) -> (u64, u64, u64) {
+    let (count, until, since) = old.unwrap_or((0, 0, 0));
+    (
+        count + 1,
+        until.max(now_ms.saturating_add(hold_ms)),
+        since.max(now_ms),
+    )
+}
 
 /// The outcome of one [`attempt`].
 pub(crate) enum Step {
@@ -171,8 +210,6 @@ pub(crate) async fn attempt<S: Store>(
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-
-    use grantid::Layout;
 
     use super::*;
 

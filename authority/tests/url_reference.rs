@@ -238,8 +238,7 @@ fn every_documented_scheme_and_option_opens() {
             let url = with(base(scheme), option, &sample(option));
             match open(&url) {
                 Err(e)
-                    if option == "datacenter_by_region"
-                        && std::env::var("AWS_REGION").is_err() =>
+                    if option == "datacenter_by_region" && std::env::var("AWS_REGION").is_err() =>
                 {
                     assert!(e.message().contains("AWS_REGION is not set"), "{e}");
                 }

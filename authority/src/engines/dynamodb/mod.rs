@@ -53,7 +53,7 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Get, KeySchemaElement,
     KeyType, Put, ScalarAttributeType, TableStatus, TransactGetItem, TransactWriteItem,
 };
-use grantid::rule::{self, Policy, Quarantine, Registered};
+use grantid::rule::{self, Quarantine, Registered};
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
 
 use crate::blocking::{Blocking, Work};
@@ -726,26 +726,11 @@ impl DynamoAuthority {
 
 impl Ctx {
     fn now_ms(&self) -> u64 {
-        match &self.clock {
-            Some(c) => c.now_ms(),
-            None => grantid::Clock::now_ms(&grantid::SystemClock),
-        }
+        cas::now_ms(self.clock.as_ref())
     }
 
     fn hold_ms(&self) -> u64 {
-        self.options
-            .max_lead_ms
-            .saturating_add(self.options.clock_skew_ms)
-    }
-
-    /// The rule's policy for `request`'s layout.
-    fn policy(&self, l: &Layout) -> Policy {
-        Policy {
-            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
-            max_lead_ms: Some(self.options.max_lead_ms),
-            clock_skew_ms: self.options.clock_skew_ms,
-            only_worker: None,
-        }
+        cas::hold_ms(&self.options)
     }
 }
 
@@ -761,14 +746,16 @@ async fn quarantine(
     hold_ms: u64,
     reason: String,
 ) -> Result<bool, GrantError> {
-    let old = store.value.as_ref();
+    let old = store
+        .value
+        .as_ref()
+        .map(|s| (s.quarantines, s.until_ms, s.since_ms));
+    let (quarantines, until_ms, since_ms) = cas::extended(old, now_ms, hold_ms);
     let record = StoreRecord {
         table,
-        quarantines: old.map_or(1, |s| s.quarantines + 1),
-        until_ms: old
-            .map_or(0, |s| s.until_ms)
-            .max(now_ms.saturating_add(hold_ms)),
-        since_ms: old.map_or(0, |s| s.since_ms).max(now_ms),
+        quarantines,
+        until_ms,
+        since_ms,
         reason,
     };
     put_store(
@@ -977,7 +964,7 @@ impl GrantSource for DynamoAuthority {
         let request = request.clone();
         self.call("acquire failed", move |client, place| {
             Box::pin(async move {
-                let policy = ctx.policy(&request.layout);
+                let policy = cas::policy(&ctx.options, &request.layout);
                 loop {
                     let mut calls = Calls { client, place };
                     let now_ms = || ctx.now_ms();

@@ -49,7 +49,7 @@ use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
     ResponseHeader, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
-use grantid::rule::{self, Policy, Registered};
+use grantid::rule::{self, Registered};
 use grantid::{
     Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout, Workers,
 };
@@ -566,12 +566,7 @@ impl Ctx {
     }
 
     fn now_ms(&self) -> u64 {
-        match &self.clock {
-            Some(c) => c.now_ms(),
-            None => std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-        }
+        cas::now_ms(self.clock.as_ref())
     }
 
     /// The floor a read is checked against: the highest revision seen
@@ -622,15 +617,18 @@ impl Ctx {
         hold_ms: u64,
         reason: String,
     ) -> Result<bool, GrantError> {
-        let old = store.value.as_ref();
+        let old = store
+            .value
+            .as_ref()
+            .map(|s| (s.quarantines, s.quarantine_until_ms, s.quarantine_since_ms));
+        let (quarantines, quarantine_until_ms, quarantine_since_ms) =
+            cas::extended(old, now_ms, hold_ms);
         let record = StoreRecord {
             cluster_id,
-            quarantines: old.map_or(1, |s| s.quarantines + 1),
-            quarantine_until_ms: old
-                .map_or(0, |s| s.quarantine_until_ms)
-                .max(now_ms.saturating_add(hold_ms)),
+            quarantines,
+            quarantine_until_ms,
             reason,
-            quarantine_since_ms: old.map_or(0, |s| s.quarantine_since_ms).max(now_ms),
+            quarantine_since_ms,
         };
         let resp = put_store(client, store, &record, "cannot write the quarantine").await?;
         if resp.succeeded()
@@ -642,19 +640,7 @@ impl Ctx {
     }
 
     fn hold_ms(&self) -> u64 {
-        self.options
-            .max_lead_ms
-            .saturating_add(self.options.clock_skew_ms)
-    }
-
-    /// The rule's policy for `request`'s layout.
-    fn policy(&self, l: &Layout) -> Policy {
-        Policy {
-            lease_grace: self.options.lease_grace_ms.div_ceil(l.tick_ms()),
-            max_lead_ms: Some(self.options.max_lead_ms),
-            clock_skew_ms: self.options.clock_skew_ms,
-            only_worker: None,
-        }
+        cas::hold_ms(&self.options)
     }
 
     /// Reads the store record (with the cluster id and revision).
@@ -880,7 +866,7 @@ impl GrantSource for EtcdAuthority {
         let request = request.clone();
         self.call("acquire failed", move |c| {
             Box::pin(async move {
-                let policy = ctx.policy(&request.layout);
+                let policy = cas::policy(&ctx.options, &request.layout);
                 loop {
                     let mut txns = Txns {
                         ctx: &ctx,

@@ -1024,11 +1024,7 @@ impl Authority for EtcdAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(if created {
-            "declared a new deployment: no quarantine; ".to_owned() + &report
-        } else {
-            format!("{report}; the store already holds grantid state: nothing declared")
-        })
+        Ok(crate::kernel::declared(&report, created, "store"))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -1066,11 +1062,7 @@ impl Authority for EtcdAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(format!(
-            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
-             before every interval granted so far has ended",
-            self.ctx.options.max_lead_ms, self.ctx.options.clock_skew_ms
-        ))
+        Ok(crate::kernel::fenced(until, &self.ctx.options))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

@@ -696,11 +696,11 @@ impl Authority for MysqlAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(if created == Some(1) {
-            format!("{report}; declared a new deployment: no quarantine")
-        } else {
-            format!("{report}; the database already holds grantid state: nothing declared")
-        })
+        Ok(crate::kernel::declared(
+            &report,
+            created == Some(1),
+            "database",
+        ))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -719,11 +719,7 @@ impl Authority for MysqlAuthority {
             })
             .map_err(Error::from)?
             .ok_or_else(|| Error::from(unavailable("grantid_fence failed", "no row")))?;
-        Ok(format!(
-            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
-             before every interval granted so far has ended",
-            self.options.max_lead_ms, self.options.clock_skew_ms
-        ))
+        Ok(crate::kernel::fenced(until, &self.options))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {

@@ -421,11 +421,7 @@ impl Authority for PgAuthority {
             })
             .map_err(Error::from)?
             .get::<_, bool>(0);
-        Ok(if created {
-            format!("{report}; declared a new deployment: no quarantine")
-        } else {
-            format!("{report}; the database already holds grantid state: nothing declared")
-        })
+        Ok(crate::kernel::declared(&report, created, "database"))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -439,11 +435,7 @@ impl Authority for PgAuthority {
             })
             .map_err(Error::from)?
             .get(0);
-        Ok(format!(
-            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
-             before every interval granted so far has ended",
-            self.options.max_lead_ms, self.options.clock_skew_ms
-        ))
+        Ok(crate::kernel::fenced(until, &self.options))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {

@@ -353,11 +353,7 @@ impl Authority for RedisAuthority {
                     .map_err(|e| unavailable("new_deployment failed", e))
             })
             .map_err(Error::from)?;
-        Ok(if created == 1 {
-            format!("{report}; declared a new deployment: no quarantine")
-        } else {
-            format!("{report}; the store already holds grantid state: nothing declared")
-        })
+        Ok(crate::kernel::declared(&report, created == 1, "store"))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
@@ -406,11 +402,7 @@ impl Authority for RedisAuthority {
                     .map_err(|e| unavailable("fence failed", e))
             })
             .map_err(Error::from)?;
-        Ok(format!(
-            "quarantine until Unix ms {until} (max_lead_ms {} + clock_skew_ms {}): no grant \
-             before every interval granted so far has ended",
-            self.options.max_lead_ms, self.options.clock_skew_ms
-        ))
+        Ok(crate::kernel::fenced(until, &self.options))
     }
 }
 

@@ -48,6 +48,29 @@ pub(crate) fn extended(old: Option<(u64, u64, u64)>, now_ms: u64, hold_ms: u64) 
     )
 }
 
+/// Pause between two attempts of a write that lost a race.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The rule on `store` under the URL's `options`: [`attempt`] until it
+/// answers (the caller's deadline bounds the attempts), a short pause
+/// after each lost race. The outer error is the store's (a call that
+/// failed: the connection is suspect); the inner result is the rule's
+/// answer.
+pub(crate) async fn grant<S: Store>(
+    store: &mut S,
+    request: &GrantRequest,
+    options: &Options,
+    now_ms: impl Fn() -> u64,
+) -> Result<Result<Grant, GrantError>, GrantError> {
+    let policy = policy(options, &request.layout);
+    loop {
+        match attempt(store, request, &policy, hold_ms(options), &now_ms).await? {
+            Step::Answer(a) => return Ok(a),
+            Step::Again => tokio::time::sleep(RETRY_PAUSE).await,
+        }
+    }
+}
+
 /// The outcome of one [`attempt`].
 pub(crate) enum Step {
     /// The answer to give.

@@ -57,7 +57,7 @@ use grantid::rule::{self, Quarantine, Registered};
 use grantid::{Clock, Error, ErrorKind, Grant, GrantError, GrantRequest, GrantSource, Layout};
 
 use crate::blocking::{Blocking, Work};
-use crate::cas::{self, Seen, Step};
+use crate::cas::{self, Seen};
 use crate::kernel::{Authority, Sessions, WorkerStatus};
 use crate::url::{Options, Target};
 
@@ -80,8 +80,6 @@ pub const STORE_PK: &str = "grantid#store";
 const STORE_SK: &str = "store";
 const LAYOUT_SK: &str = "LAYOUT";
 const WORKER_PREFIX: &str = "WORKER#";
-/// Pause between two attempts of a write that lost a race.
-const RETRY_PAUSE: Duration = Duration::from_millis(2);
 /// How long `authority init` waits for a table it created to be ACTIVE.
 const CREATE_WAIT: Duration = Duration::from_secs(120);
 
@@ -964,16 +962,8 @@ impl GrantSource for DynamoAuthority {
         let request = request.clone();
         self.call("acquire failed", move |client, place| {
             Box::pin(async move {
-                let policy = cas::policy(&ctx.options, &request.layout);
-                loop {
-                    let mut calls = Calls { client, place };
-                    let now_ms = || ctx.now_ms();
-                    match cas::attempt(&mut calls, &request, &policy, ctx.hold_ms(), now_ms).await?
-                    {
-                        Step::Answer(a) => return Ok(a),
-                        Step::Again => tokio::time::sleep(RETRY_PAUSE).await,
-                    }
-                }
+                let mut calls = Calls { client, place };
+                cas::grant(&mut calls, &request, &ctx.options, || ctx.now_ms()).await
             })
         })?
     }

@@ -43,7 +43,6 @@ pub(crate) mod url;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
 
 use etcd_client::{
     Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, Identity, KeyValue,
@@ -56,7 +55,7 @@ use grantid::{
 use serde::{Deserialize, Serialize};
 
 use crate::blocking::{Blocking, Work};
-use crate::cas::{self, Seen, Step};
+use crate::cas::{self, Seen};
 use crate::kernel::{Authority, Sessions, WorkerStatus};
 use crate::url::{Options, Target, TlsFiles};
 
@@ -80,8 +79,6 @@ pub(crate) fn open(
 pub const STORE_KEY: &str = "grantid/store";
 /// The prefix of every namespace's keys.
 const NS_PREFIX: &str = "grantid/ns/";
-/// Pause between two attempts of a transaction that lost a race.
-const RETRY_PAUSE: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StoreRecord {
@@ -866,18 +863,11 @@ impl GrantSource for EtcdAuthority {
         let request = request.clone();
         self.call("acquire failed", move |c| {
             Box::pin(async move {
-                let policy = cas::policy(&ctx.options, &request.layout);
-                loop {
-                    let mut txns = Txns {
-                        ctx: &ctx,
-                        client: c,
-                    };
-                    let now_ms = || ctx.now_ms();
-                    match cas::attempt(&mut txns, &request, &policy, ctx.hold_ms(), now_ms).await? {
-                        Step::Answer(a) => return Ok(a),
-                        Step::Again => tokio::time::sleep(RETRY_PAUSE).await,
-                    }
-                }
+                let mut txns = Txns {
+                    ctx: &ctx,
+                    client: c,
+                };
+                cas::grant(&mut txns, &request, &ctx.options, || ctx.now_ms()).await
             })
         })?
     }

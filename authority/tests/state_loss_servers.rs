@@ -867,3 +867,82 @@ fn dynamodb_restored_from_a_backup_never_repeats_an_id() {
         restored,
     );
 }
+
+/// A backup restored while no generator runs: no renewal can show the
+/// loss, only the table's identity. The first grant on the restored
+/// table quarantines and says why.
+#[cfg(feature = "dynamodb")]
+#[test]
+#[ignore = "fault test on a throwaway server: scripts/test.d/32-state-loss.sh runs it"]
+fn dynamodb_restored_while_nothing_runs_is_told_by_its_identity() {
+    let Some(server) = Moto::start(common::free_port()) else {
+        return;
+    };
+    let table = "grantid_identity";
+    let url = format!("{}&{}", server.url(table), options());
+    open(&url).unwrap().init_new_deployment().unwrap();
+    let ns = common::namespace("moto-identity");
+    let a = Issuer::start("a", &url, &ns);
+    std::thread::sleep(Duration::from_millis(300));
+    let backup = server.boto3(&format!(
+        "print(ddb.create_backup(TableName='{table}', BackupName='grantid-test')\
+         ['BackupDetails']['BackupArn'])"
+    ));
+    std::thread::sleep(Duration::from_millis(500));
+    let earlier = vec![a.finish()];
+    server.boto3(&format!(
+        "ddb.delete_table(TableName='{table}')\n\
+         ddb.restore_table_from_backup(TargetTableName='{table}', BackupArn='{backup}')"
+    ));
+    let restored = Instant::now();
+    let b = Issuer::start("b", &url, &ns);
+    std::thread::sleep(Duration::from_millis(300));
+    let waited = b.ready - restored;
+    let later = vec![b.finish()];
+    let reason = server.boto3(&format!(
+        "print(ddb.get_item(TableName='{table}', ConsistentRead=True, \
+         Key={{'PK': {{'S': 'grantid#store'}}, 'SK': {{'S': 'store'}}}})['Item']['reason']['S'])"
+    ));
+    assert!(reason.contains("identity changed"), "{reason}");
+    assert!(
+        waited + Duration::from_millis(50) >= QUARANTINE,
+        "granted {waited:?} after the restore"
+    );
+    assert_eq!(counted("dynamodb, restored idle", &earlier, &later), 0);
+}
+
+/// The namespace's item deleted by hand, its workers left: a first grant
+/// still chooses among them (their high-water marks kept), instead of
+/// trying worker 0 as never used until its deadline.
+#[cfg(feature = "dynamodb")]
+#[test]
+#[ignore = "fault test on a throwaway server: scripts/test.d/32-state-loss.sh runs it"]
+fn dynamodb_without_its_namespace_item_still_grants_past_every_high_water() {
+    let Some(server) = Moto::start(common::free_port()) else {
+        return;
+    };
+    let table = "grantid_orphans";
+    let url = format!("{}&{}", server.url(table), options());
+    open(&url).unwrap().init_new_deployment().unwrap();
+    let ns = common::namespace("moto-orphans");
+    let a = Issuer::start("a", &url, &ns);
+    std::thread::sleep(Duration::from_millis(300));
+    let earlier = vec![a.finish()];
+    assert!(!earlier[0].1.is_empty());
+    server.boto3(&format!(
+        "ddb.delete_item(TableName='{table}', \
+         Key={{'PK': {{'S': 'NS#{ns}'}}, 'SK': {{'S': 'LAYOUT'}}}})"
+    ));
+    let b = Issuer::start("b", &url, &ns);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        b.waited < Duration::from_secs(2),
+        "start-up waited {:?}",
+        b.waited
+    );
+    let later = vec![b.finish()];
+    assert_eq!(
+        counted("dynamodb, namespace item deleted", &earlier, &later),
+        0
+    );
+}

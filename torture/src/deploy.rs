@@ -996,8 +996,6 @@ fn draw_lead(seed: u64) -> Case {
 /// The placeholder of a recent epoch in a process's arguments.
 const EPOCH_MS: &str = "EPOCH_MS";
 
-/// `grantid authority init --new-deployment URL`: a store that never
-/// issued an ID starts without a quarantine.
 /// The URL of case `seed`'s own table on the test DynamoDB.
 fn dynamodb_url(shared: &Shared, seed: u64) -> String {
     shared
@@ -1008,6 +1006,8 @@ fn dynamodb_url(shared: &Shared, seed: u64) -> String {
         })
 }
 
+/// `grantid authority init --new-deployment URL`: a store that never
+/// issued an ID starts without a quarantine.
 fn declare_new(config: &FuzzConfig, url: &str) -> Result<(), String> {
     let out = Command::new(&config.grantid)
         .args(["authority", "init", "--new-deployment", url])

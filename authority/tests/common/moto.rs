@@ -2,6 +2,7 @@
 //! at a time), for the DynamoDB engine's fault tests: killed and restarted
 //! empty, tables backed up and restored through boto3 (in moto's venv).
 //! Needs GRANTID_TEST_MOTO_PYTHON (scripts/lib/services.sh sets it).
+#![allow(dead_code)]
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

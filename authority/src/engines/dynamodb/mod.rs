@@ -456,12 +456,23 @@ async fn get_items(
         gets.push(TransactGetItem::builder().get(get).build());
     }
     let count = gets.len();
-    let out = client
-        .transact_get_items()
-        .set_transact_items(Some(gets))
-        .send()
-        .await
-        .map_err(|e| sdk_error("cannot read", e))?;
+    // A read that meets a write in flight on one of its items is cancelled
+    // (`TransactionConflict`): read again (the caller's deadline bounds it).
+    let out = loop {
+        match client
+            .transact_get_items()
+            .set_transact_items(Some(gets.clone()))
+            .send()
+            .await
+        {
+            Ok(out) => break out,
+            Err(e) if conflict_only(e.as_service_error().and_then(|e| match e {
+                aws_sdk_dynamodb::operation::transact_get_items::TransactGetItemsError::TransactionCanceledException(c) => Some(c),
+                _ => None,
+            })) => tokio::time::sleep(Duration::from_millis(2)).await,
+            Err(e) => return Err(sdk_error("cannot read", e)),
+        }
+    };
     let items: Vec<Option<Item>> = out.responses().iter().map(|r| r.item().cloned()).collect();
     if items.len() != count {
         return Err(unavailable(
@@ -508,6 +519,27 @@ async fn query(
     }
 }
 
+/// Whether a cancelled transaction met only conditions that failed or
+/// other transactions (`ConditionalCheckFailed`, `TransactionConflict`):
+/// nothing of it was applied, and deciding again is the answer.
+fn conflict_only(
+    cancelled: Option<&aws_sdk_dynamodb::types::error::TransactionCanceledException>,
+) -> bool {
+    let Some(c) = cancelled else {
+        return false;
+    };
+    let reasons: Vec<&str> = c
+        .cancellation_reasons()
+        .iter()
+        .filter_map(|r| r.code())
+        .filter(|code| *code != "None")
+        .collect();
+    !reasons.is_empty()
+        && reasons
+            .iter()
+            .all(|r| matches!(*r, "ConditionalCheckFailed" | "TransactionConflict"))
+}
+
 /// Sends a `TransactWriteItems`: whether its conditions held (a condition
 /// that failed, or a transaction that met another, is `false`: decide
 /// again).
@@ -524,23 +556,12 @@ async fn write(
     {
         Ok(_) => Ok(true),
         Err(e) => {
-            if let Some(
-                aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c),
-            ) = e.as_service_error()
-            {
-                let reasons: Vec<&str> = c
-                    .cancellation_reasons()
-                    .iter()
-                    .filter_map(|r| r.code())
-                    .filter(|code| *code != "None")
-                    .collect();
-                if !reasons.is_empty()
-                    && reasons
-                        .iter()
-                        .all(|r| matches!(*r, "ConditionalCheckFailed" | "TransactionConflict"))
-                {
-                    return Ok(false);
-                }
+            let cancelled = e.as_service_error().and_then(|e| match e {
+                aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError::TransactionCanceledException(c) => Some(c),
+                _ => None,
+            });
+            if conflict_only(cancelled) {
+                return Ok(false);
             }
             Err(sdk_error(what, e))
         }
@@ -789,16 +810,18 @@ impl cas::Store for Calls<'_> {
         let table = &self.place.table;
         let pk = ns_pk(&request.namespace);
         let first = request.worker.is_none();
-        let identity = if first {
-            Some(identity(self.client, table).await?)
-        } else {
-            None
-        };
         let mut keys = vec![key(STORE_PK, STORE_SK), key(&pk, LAYOUT_SK)];
         if let Some(w) = request.worker {
             keys.push(key(&pk, &worker_sk(w)));
         }
         let items = get_items(self.client, table, keys).await?;
+        // The identity after the items: a table swapped between the two
+        // calls shows its new identity beside the old table's record.
+        let identity = if first {
+            Some(identity(self.client, table).await?)
+        } else {
+            None
+        };
         let store = Read::of(items[0].as_ref(), StoreRecord::decode)?;
         let layout = Read::of(items[1].as_ref(), decode_registered)?;
         let loss = match (&store.value, &identity) {
@@ -815,9 +838,11 @@ impl cas::Store for Calls<'_> {
         let mut workers = Vec::new();
         // Over a loss nothing of the workers is read: the quarantine is
         // written first, whatever their items hold.
-        if loss.is_none()
-            && let Some(l) = &layout.value
-        {
+        // Without the namespace's item (lost with workers left), the
+        // workers are read with the request's layout, as the rule needs
+        // them to choose.
+        let decoding = layout.value.as_ref().map_or(request.layout, |r| r.layout);
+        if loss.is_none() {
             let worker_items = if first {
                 query(self.client, table, &pk, WORKER_PREFIX).await?
             } else {
@@ -825,7 +850,7 @@ impl cas::Store for Calls<'_> {
             };
             for item in &worker_items {
                 let Some(w) = worker_of(item) else { continue };
-                let read = Read::of(Some(item), |i| WorkerItem::decode(i, &l.layout))?;
+                let read = Read::of(Some(item), |i| WorkerItem::decode(i, &decoding))?;
                 workers.push((w, read));
             }
         }
@@ -1370,6 +1395,37 @@ mod tests {
         item.insert("high_water".into(), n(1));
         item.insert("instance_id".into(), s("me"));
         assert!(WorkerItem::decode(&item, &layout()).is_err());
+    }
+
+    #[test]
+    fn only_failed_conditions_and_conflicts_are_decided_again() {
+        use aws_sdk_dynamodb::types::CancellationReason;
+        use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+        let cancelled = |codes: &[&str]| {
+            TransactionCanceledException::builder()
+                .set_cancellation_reasons(Some(
+                    codes
+                        .iter()
+                        .map(|c| CancellationReason::builder().code(*c).build())
+                        .collect(),
+                ))
+                .build()
+        };
+        assert!(conflict_only(Some(&cancelled(&[
+            "None",
+            "TransactionConflict"
+        ]))));
+        assert!(conflict_only(Some(&cancelled(&[
+            "ConditionalCheckFailed",
+            "None"
+        ]))));
+        assert!(!conflict_only(Some(&cancelled(&[
+            "None",
+            "ValidationError"
+        ]))));
+        assert!(!conflict_only(Some(&cancelled(&["ThrottlingError"]))));
+        assert!(!conflict_only(Some(&cancelled(&["None"]))));
+        assert!(!conflict_only(None));
     }
 
     #[test]

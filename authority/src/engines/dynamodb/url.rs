@@ -50,9 +50,42 @@ pub(crate) fn parse(u: &Parts<'_>, options: &mut Options) -> Result<Target, Erro
             region = Some(v);
         }
     }
+    let by_region = query
+        .split('&')
+        .any(|p| p.split('=').next() == Some("datacenter_by_region"));
+    let host = std::env::var(crate::url::REGION_VARIABLE).unwrap_or_default();
+    same_region(region.as_deref(), &host, by_region).map_err(|e| u.invalid(e))?;
     Ok(Target::Dynamodb {
         table: table.to_owned(),
         region,
         endpoint,
     })
+}
+
+/// `datacenter_by_region` names the datacenter of the host's region
+/// (`host`): on a table of another region (`region=`), that datacenter
+/// would be served by that region's store besides its own.
+fn same_region(table: Option<&str>, host: &str, by_region: bool) -> Result<(), String> {
+    match table {
+        Some(t) if by_region && t != host => Err(format!(
+            "datacenter_by_region takes the datacenter of this host's region ({host:?}), but \
+             the table is in {t}: give the datacenter with datacenter=N, or use the table of \
+             this host's region"
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_region;
+
+    #[test]
+    fn a_region_map_needs_the_hosts_own_table() {
+        assert!(same_region(Some("us-east-1"), "us-east-1", true).is_ok());
+        assert!(same_region(None, "us-west-2", true).is_ok());
+        assert!(same_region(Some("us-east-1"), "us-west-2", false).is_ok());
+        let e = same_region(Some("us-east-1"), "us-west-2", true).unwrap_err();
+        assert!(e.contains("the table is in us-east-1"), "{e}");
+    }
 }

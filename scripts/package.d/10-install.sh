@@ -5,7 +5,8 @@
 # against the unpacked C tarball, and the CLI from its tarball. Each checks
 # the licence files, the absence of debug info, and a few real calls.
 # Every artifact carries every authority: each also takes IDs from a
-# throwaway etcd (started here unless the tier's services run).
+# throwaway etcd, and the CLI and the C library from a DynamoDB (moto)
+# (started here unless the tier's services run).
 # Budget: a few minutes (plus the tools' one-time build on a fresh machine).
 need=()
 command -v pkg-config >/dev/null || need+=(pkg-config)
@@ -25,6 +26,11 @@ work=$(mktemp -d /tmp/grantid-install.XXXXXX)
 trap 'services_stop; rm -rf "$work"' EXIT
 [ -n "${GRANTID_TEST_ETCD_URL:-}" ] || GRANTID_SERVICES=etcd services_start
 etcd=${GRANTID_TEST_ETCD_URL:?no etcd to check the artifacts against}
+[ -n "${GRANTID_TEST_DYNAMODB_URL:-}" ] || GRANTID_SERVICES=dynamodb services_start
+# A table of this step's own on the DynamoDB (moto), made by the CLI below.
+ddb=${GRANTID_TEST_DYNAMODB_URL:?no DynamoDB to check the artifacts against}
+ddb=${ddb/grantid_test/grantid_install}
+aws_env=(AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY")
 . scripts/lib/install/common.sh
 
 echo "--- install: Python wheel in a fresh venv, no Rust on PATH"
@@ -93,6 +99,11 @@ env -i HOME="$work" PATH="$plain_path" "$cli" --version | grep -qx "grantid $ver
 [ "$(env -i HOME="$work" PATH="$plain_path" "$cli" next -n 5 -a "$etcd" --namespace install-etcd-v1 | wc -l)" = 5 ]
 env -i HOME="$work" PATH="$plain_path" "$cli" authority status "$etcd" | grep -q install-etcd-v1 \
   || { echo "grantid authority status $etcd does not list namespace install-etcd-v1" >&2; exit 1; }
+# DynamoDB: the CLI makes the table, the CLI and the static C program take IDs.
+env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$cli" authority init --new-deployment "$ddb" \
+  | grep -q 'declared a new deployment'
+[ "$(env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$cli" next -n 5 -a "$ddb" | wc -l)" = 5 ]
+env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$work/app-static" "$ddb"
 grep -q 'complete -c grantid' "$work/grantid-cli-$version-x86_64-linux-gnu/completions/grantid.fish"
 echo "--- install: the static arm64 CLI under qemu-aarch64-static"
 command -v qemu-aarch64-static >/dev/null || {

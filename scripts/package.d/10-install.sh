@@ -29,8 +29,10 @@ etcd=${GRANTID_TEST_ETCD_URL:?no etcd to check the artifacts against}
 [ -n "${GRANTID_TEST_DYNAMODB_URL:-}" ] || GRANTID_SERVICES=dynamodb services_start
 # A table of this step's own on the DynamoDB (moto), made by the CLI below.
 ddb=${GRANTID_TEST_DYNAMODB_URL:?no DynamoDB to check the artifacts against}
-ddb=${ddb/grantid_test/grantid_install}
-aws_env=(AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY")
+ddb=${ddb/grantid_test/grantid_install_$$}
+# moto takes any credentials; the SDK's chain needs some.
+aws_env=(AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-grantid-test}"
+  AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-grantid-test}")
 . scripts/lib/install/common.sh
 
 echo "--- install: Python wheel in a fresh venv, no Rust on PATH"
@@ -100,8 +102,8 @@ env -i HOME="$work" PATH="$plain_path" "$cli" --version | grep -qx "grantid $ver
 env -i HOME="$work" PATH="$plain_path" "$cli" authority status "$etcd" | grep -q install-etcd-v1 \
   || { echo "grantid authority status $etcd does not list namespace install-etcd-v1" >&2; exit 1; }
 # DynamoDB: the CLI makes the table, the CLI and the static C program take IDs.
-env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$cli" authority init --new-deployment "$ddb" \
-  | grep -q 'declared a new deployment'
+out=$(env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$cli" authority init --new-deployment "$ddb")
+case "$out" in *"declared a new deployment"*) ;; *) echo "grantid authority init: $out" >&2; exit 1 ;; esac
 [ "$(env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$cli" next -n 5 -a "$ddb" | wc -l)" = 5 ]
 env -i HOME="$work" PATH="$plain_path" "${aws_env[@]}" "$work/app-static" "$ddb"
 grep -q 'complete -c grantid' "$work/grantid-cli-$version-x86_64-linux-gnu/completions/grantid.fish"

@@ -838,15 +838,27 @@ impl cas::Store for Calls<'_> {
         let mut workers = Vec::new();
         // Over a loss nothing of the workers is read: the quarantine is
         // written first, whatever their items hold.
-        // Without the namespace's item (lost with workers left), the
-        // workers are read with the request's layout, as the rule needs
-        // them to choose.
-        let decoding = layout.value.as_ref().map_or(request.layout, |r| r.layout);
         if loss.is_none() {
             let worker_items = if first {
                 query(self.client, table, &pk, WORKER_PREFIX).await?
             } else {
                 items[2..].iter().flatten().cloned().collect()
+            };
+            // Worker items without the namespace's item (deleted by hand,
+            // or a partial restore): their high-water marks are ticks of a
+            // layout no item records any more, and registering the
+            // request's could number IDs as theirs did.
+            let registered = layout.value.as_ref().map(|r| r.layout);
+            // With no item to read, any layout reads them (none).
+            let Some(decoding) = registered.or(worker_items.is_empty().then_some(request.layout))
+            else {
+                return Err(GrantError::Refused(format!(
+                    "dynamodb: namespace {:?} has {} worker item(s) but no LAYOUT item (PK \
+                     {pk:?}, SK {LAYOUT_SK:?}): put the item back from a backup, or use \
+                     another namespace",
+                    request.namespace,
+                    worker_items.len()
+                )));
             };
             for item in &worker_items {
                 let Some(w) = worker_of(item) else { continue };

@@ -799,12 +799,14 @@ fn dynamodb_restarted_empty_never_repeats_an_id() {
     let before_kill = a.issued();
     let server = server.kill_and_restart();
     let restarted = Instant::now();
+    // The table made again: no store record, or a quarantine that a
+    // running generator's renewal started as soon as the table was there.
     let report = open(&url).unwrap().init().unwrap();
     assert!(
-        report.contains("created") && report.contains("store record missing"),
+        report.contains("created")
+            && (report.contains("store record missing") || report.contains("(quarantine 1,")),
         "{report}"
     );
-    drop(server.boto3("print(ddb.list_tables()['TableNames'])"));
     after_fault(
         "dynamodb, restarted empty",
         &url,

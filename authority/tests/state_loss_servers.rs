@@ -797,7 +797,8 @@ fn dynamodb_restarted_empty_never_repeats_an_id() {
     let a = churn(&url, &ns, || {});
     std::thread::sleep(Duration::from_millis(1_000));
     let before_kill = a.issued();
-    let server = server.kill_and_restart();
+    // Kept until the end: dropping it stops the server.
+    let _server = server.kill_and_restart();
     let restarted = Instant::now();
     // The table made again: no store record, or a quarantine that a
     // running generator's renewal started as soon as the table was there.

@@ -803,10 +803,10 @@ struct Calls<'a> {
     place: &'a Place,
 }
 
-impl cas::Store for Calls<'_> {
-    type At = At;
-
-    async fn read(&mut self, request: &GrantRequest) -> Result<Seen<At>, GrantError> {
+impl Calls<'_> {
+    /// One read of what the rule needs; `None` when a first grant that
+    /// committed between its calls left it incomplete (read again).
+    async fn read_once(&mut self, request: &GrantRequest) -> Result<Option<Seen<At>>, GrantError> {
         let table = &self.place.table;
         let pk = ns_pk(&request.namespace);
         let first = request.worker.is_none();
@@ -852,6 +852,13 @@ impl cas::Store for Calls<'_> {
             // With no item to read, any layout reads them (none).
             let Some(decoding) = registered.or(worker_items.is_empty().then_some(request.layout))
             else {
+                // Workers seen beside no namespace item: either a first
+                // grant committed between the two calls (it writes both at
+                // once: the item is there now), or the item is gone.
+                let again = get_items(self.client, table, vec![key(&pk, LAYOUT_SK)]).await?;
+                if again[0].is_some() {
+                    return Ok(None);
+                }
                 return Err(GrantError::Refused(format!(
                     "dynamodb: namespace {:?} has {} worker item(s) but no LAYOUT item (PK \
                      {pk:?}, SK {LAYOUT_SK:?}): put the item back from a backup, or use \
@@ -885,7 +892,7 @@ impl cas::Store for Calls<'_> {
                 });
             }
         }
-        Ok(Seen {
+        Ok(Some(Seen {
             registered: layout.value,
             workers: rule_workers,
             answer,
@@ -901,7 +908,20 @@ impl cas::Store for Calls<'_> {
                 },
                 workers,
             },
-        })
+        }))
+    }
+}
+
+impl cas::Store for Calls<'_> {
+    type At = At;
+
+    async fn read(&mut self, request: &GrantRequest) -> Result<Seen<At>, GrantError> {
+        // Bounded by the call's deadline, as every attempt is.
+        loop {
+            if let Some(seen) = self.read_once(request).await? {
+                return Ok(seen);
+            }
+        }
     }
 
     async fn quarantine(

@@ -77,8 +77,8 @@ for_stores! {
     }
 }
 
-/// The line `fence` reports: its quarantine's end, and why it lasts so
-/// long.
+/// The lines the server engines' operator commands report, in one
+/// wording for every engine.
 #[cfg(any(
     feature = "postgres",
     feature = "redis",
@@ -86,28 +86,28 @@ for_stores! {
     feature = "etcd",
     feature = "dynamodb"
 ))]
-pub(crate) fn fenced(until_ms: impl std::fmt::Display, options: &crate::url::Options) -> String {
-    format!(
-        "quarantine until Unix ms {until_ms} (max_lead_ms {} + clock_skew_ms {}): no grant \
-         before every interval granted so far has ended",
-        options.max_lead_ms, options.clock_skew_ms
-    )
-}
+pub(crate) mod reports {
+    /// The line `fence` reports: its quarantine's end, and why it lasts so
+    /// long.
+    pub(crate) fn fenced(
+        until_ms: impl std::fmt::Display,
+        options: &crate::url::Options,
+    ) -> String {
+        format!(
+            "quarantine until Unix ms {until_ms} (max_lead_ms {} + clock_skew_ms {}): no grant \
+             before every interval granted so far has ended",
+            options.max_lead_ms, options.clock_skew_ms
+        )
+    }
 
-/// The line `init_new_deployment` reports after `init`'s `report`:
-/// whether the store record was written (`store`: what holds it).
-#[cfg(any(
-    feature = "postgres",
-    feature = "redis",
-    feature = "mysql",
-    feature = "etcd",
-    feature = "dynamodb"
-))]
-pub(crate) fn declared(report: &str, written: bool, store: &str) -> String {
-    if written {
-        format!("{report}; declared a new deployment: no quarantine")
-    } else {
-        format!("{report}; the {store} already holds grantid state: nothing declared")
+    /// The line `init_new_deployment` reports after `init`'s `report`:
+    /// whether the store record was written (`store`: what holds it).
+    pub(crate) fn declared(report: &str, written: bool, store: &str) -> String {
+        if written {
+            format!("{report}; declared a new deployment: no quarantine")
+        } else {
+            format!("{report}; the {store} already holds grantid state: nothing declared")
+        }
     }
 }
 

@@ -1276,7 +1276,7 @@ impl Authority for DynamoAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::declared(&report, created, "store"))
+        Ok(crate::kernel::reports::declared(&report, created, "store"))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -1304,7 +1304,7 @@ impl Authority for DynamoAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::fenced(until, &self.ctx.options))
+        Ok(crate::kernel::reports::fenced(until, &self.ctx.options))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

@@ -1014,7 +1014,7 @@ impl Authority for EtcdAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::declared(&report, created, "store"))
+        Ok(crate::kernel::reports::declared(&report, created, "store"))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -1052,7 +1052,7 @@ impl Authority for EtcdAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::fenced(until, &self.ctx.options))
+        Ok(crate::kernel::reports::fenced(until, &self.ctx.options))
     }
 
     fn status(&self, namespace: Option<&str>) -> Result<Vec<WorkerStatus>, Error> {

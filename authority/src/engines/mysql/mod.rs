@@ -696,7 +696,7 @@ impl Authority for MysqlAuthority {
                 })
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::declared(
+        Ok(crate::kernel::reports::declared(
             &report,
             created == Some(1),
             "database",
@@ -719,7 +719,7 @@ impl Authority for MysqlAuthority {
             })
             .map_err(Error::from)?
             .ok_or_else(|| Error::from(unavailable("grantid_fence failed", "no row")))?;
-        Ok(crate::kernel::fenced(until, &self.options))
+        Ok(crate::kernel::reports::fenced(until, &self.options))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {

@@ -421,7 +421,9 @@ impl Authority for PgAuthority {
             })
             .map_err(Error::from)?
             .get::<_, bool>(0);
-        Ok(crate::kernel::declared(&report, created, "database"))
+        Ok(crate::kernel::reports::declared(
+            &report, created, "database",
+        ))
     }
 
     fn fence(&self) -> Result<String, Error> {
@@ -435,7 +437,7 @@ impl Authority for PgAuthority {
             })
             .map_err(Error::from)?
             .get(0);
-        Ok(crate::kernel::fenced(until, &self.options))
+        Ok(crate::kernel::reports::fenced(until, &self.options))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {

@@ -353,7 +353,11 @@ impl Authority for RedisAuthority {
                     .map_err(|e| unavailable("new_deployment failed", e))
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::declared(&report, created == 1, "store"))
+        Ok(crate::kernel::reports::declared(
+            &report,
+            created == 1,
+            "store",
+        ))
     }
 
     fn quarantine(&self) -> Result<Option<grantid::rule::Quarantine>, Error> {
@@ -402,7 +406,7 @@ impl Authority for RedisAuthority {
                     .map_err(|e| unavailable("fence failed", e))
             })
             .map_err(Error::from)?;
-        Ok(crate::kernel::fenced(until, &self.options))
+        Ok(crate::kernel::reports::fenced(until, &self.options))
     }
 }
 
